@@ -1,0 +1,191 @@
+"""Typed settings for eosbench, read from the files beside this module.
+
+This is the ground floor: it imports nothing of eosbench's own. Every command builds one
+settings object from its flags, and everything that touches a file under conf/ goes through here.
+"""
+
+from __future__ import annotations
+
+import os
+import string
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+CONF_DIR = Path(__file__).resolve().parent
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_CLIENT_PORT = 9092
+# Per-node port families sit 100 apart so that nodes 0..2 never collide across families.
+CONTROLLER_PORT_OFFSET = 100
+JMX_EXPORTER_PORT_OFFSET = 200
+MAX_BROKER_HEAP_MB = 512
+
+
+class SettingsError(ValueError):
+    """A configuration value or file that cannot be used as given."""
+
+
+def eosbench_home() -> Path:
+    """Return the folder holding the jar cache and the local cluster's state."""
+    return Path(os.environ.get("EOSBENCH_HOME", Path.home() / ".cache" / "eosbench")).expanduser()
+
+
+# --------------------------------------------------------------------------- client config
+
+
+def parse_kv_pairs(pairs: list[str] | None) -> dict[str, str]:
+    """Turn `k=v` strings (as given to --producer-props) into a dict; later pairs win."""
+    config: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise SettingsError(f"expected key=value, got {pair!r}")
+        config[key.strip()] = value.strip()
+    return config
+
+
+def load_properties(path: str | Path) -> dict[str, str]:
+    """Read a Java `.properties` file (comments, `=`/`:` separators, `\\` continuations)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SettingsError(f"cannot read properties file {path}: {exc.strerror}") from exc
+    config: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\"):
+            logical += line[:-1]
+            continue
+        logical += line
+        separators = [i for i in (logical.find("="), logical.find(":")) if i >= 0]
+        if not separators:
+            raise SettingsError(f"{path}: no '=' in line {logical!r}")
+        cut = min(separators)
+        config[logical[:cut].strip()] = logical[cut + 1 :].strip()
+        logical = ""
+    return config
+
+
+# --------------------------------------------------------------------------- jar bundles
+
+
+class JarBundle(BaseModel):
+    """A set of Maven artifacts resolved together into one cache folder."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    about: str
+    artifacts: tuple[str, ...]
+    managed: tuple[str, ...] = ()
+    transitive: bool = True
+    skip_jars_bundled_with_pyspark: bool = False
+
+    @field_validator("artifacts", "managed")
+    @classmethod
+    def _gav(cls, coordinates: tuple[str, ...]) -> tuple[str, ...]:
+        for gav in coordinates:
+            if len(gav.split(":")) != 3:
+                raise ValueError(f"expected group:artifact:version, got {gav!r}")
+        return coordinates
+
+
+def load_jar_bundles(path: Path = CONF_DIR / "jars.yaml") -> dict[str, JarBundle]:
+    """Read the Maven bundles that eosbench resolves into its jar cache."""
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return {name: JarBundle(name=name, **entry) for name, entry in raw["bundles"].items()}
+
+
+def maven_settings_file() -> Path:
+    """Return the Maven settings used for every resolution (mirrors everything to Central)."""
+    return CONF_DIR / "maven" / "settings.xml"
+
+
+# --------------------------------------------------------------------------- local cluster
+
+
+class NodePorts(BaseModel):
+    """The loopback ports of one broker node."""
+
+    model_config = ConfigDict(frozen=True)
+
+    node_id: int
+    client: int
+    controller: int
+    jmx_exporter: int
+
+
+class ClusterSettings(BaseModel):
+    """Shape of the local KRaft cluster that `eosbench broker start` runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    brokers: Literal[1, 3] = 1
+    port: int = Field(DEFAULT_CLIENT_PORT, ge=1024, le=65535 - JMX_EXPORTER_PORT_OFFSET - 3)
+    state_dir: Path = Field(default_factory=lambda: eosbench_home() / "cluster")
+    heap_mb: int = Field(512, ge=128, le=MAX_BROKER_HEAP_MB)
+    offsets_partitions: int = Field(8, ge=1)
+    transaction_state_partitions: int = Field(8, ge=1)
+
+    @property
+    def replication_factor(self) -> int:
+        """Internal topics are replicated to every node."""
+        return self.brokers
+
+    @property
+    def min_insync_replicas(self) -> int:
+        """Two of three acknowledgements on a cluster; one on a single node."""
+        return 2 if self.brokers == 3 else 1
+
+    def nodes(self) -> list[NodePorts]:
+        """Return every node's ports, node ids counting from 1."""
+        return [
+            NodePorts(
+                node_id=index + 1,
+                client=self.port + index,
+                controller=self.port + CONTROLLER_PORT_OFFSET + index,
+                jmx_exporter=self.port + JMX_EXPORTER_PORT_OFFSET + index,
+            )
+            for index in range(self.brokers)
+        ]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The comma-separated client listeners of every node."""
+        return ",".join(f"127.0.0.1:{node.client}" for node in self.nodes())
+
+    def node_dir(self, node_id: int) -> Path:
+        """Return the folder holding one node's data, logs, config and pid file."""
+        return self.state_dir / f"node-{node_id}"
+
+    def render_server_properties(self, node: NodePorts) -> str:
+        """Fill conf/broker/server.properties for one node."""
+        template = string.Template((CONF_DIR / "broker" / "server.properties").read_text())
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller}" for n in self.nodes())
+        return template.substitute(
+            node_id=node.node_id,
+            quorum_voters=voters,
+            client_port=node.client,
+            controller_port=node.controller,
+            data_dir=self.node_dir(node.node_id) / "data",
+            replication_factor=self.replication_factor,
+            min_insync_replicas=self.min_insync_replicas,
+            offsets_partitions=self.offsets_partitions,
+            transaction_state_partitions=self.transaction_state_partitions,
+        )
+
+
+def broker_log4j_config() -> Path:
+    """Return the log4j2 configuration every broker JVM starts with."""
+    return CONF_DIR / "broker" / "log4j2.properties"
+
+
+def jmx_exporter_config() -> Path:
+    """Return the JMX exporter rules attached to every broker."""
+    return CONF_DIR / "broker" / "jmx-exporter.yaml"

@@ -1,0 +1,255 @@
+"""The `eosbench` command line: one argparse tree, one-line errors, documented exit codes.
+
+Exit codes: 0 success, 1 a check ran and failed, 2 bad input, 3 the environment lacks
+something (Java, Maven, jars, a free port, a reachable broker), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from conf.settings import DEFAULT_BOOTSTRAP, DEFAULT_CLIENT_PORT, ClusterSettings, SettingsError, eosbench_home
+from eosbench.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, BadInput, EosbenchError
+
+EXIT_INTERRUPTED = 130
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on stderr and exit status 2."""
+
+    def error(self, message: str):  # noqa: D102 - argparse's contract
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _bootstrap_parent() -> argparse.ArgumentParser:
+    parent = OneLineArgumentParser(add_help=False)
+    parent.add_argument("--bootstrap-server", metavar="HOST:PORT", dest="bootstrap",
+                        help=f"Kafka bootstrap servers (default: the local broker, {DEFAULT_BOOTSTRAP})")
+    return parent
+
+
+def _state_dir_parent() -> argparse.ArgumentParser:
+    parent = OneLineArgumentParser(add_help=False)
+    parent.add_argument("--state-dir", metavar="DIR", type=Path, default=eosbench_home() / "cluster",
+                        help="where the local cluster keeps data, logs and pid files (default: %(default)s)")
+    return parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the full `eosbench` argument parser."""
+    parser = OneLineArgumentParser(prog="eosbench", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     parser_class=OneLineArgumentParser)
+    bootstrap = _bootstrap_parent()
+    state_dir = _state_dir_parent()
+
+    broker = commands.add_parser("broker", help="run a real local Kafka (KRaft) cluster")
+    broker_commands = broker.add_subparsers(dest="broker_command", required=True, metavar="ACTION")
+    start = broker_commands.add_parser("start", parents=[state_dir], help="start the brokers and wait until transactions work")
+    start.add_argument("--brokers", type=int, choices=(1, 3), default=1, help="number of nodes (default: 1)")
+    start.add_argument("--port", type=int, default=DEFAULT_CLIENT_PORT, metavar="PORT",
+                       help="client port of node 1; node i listens on PORT+i-1, its controller on +100, its JMX exporter on +200")
+    start.add_argument("--heap-mb", type=int, default=512, metavar="MB", help="heap of each broker JVM (128-512)")
+    start.add_argument("--fresh", action="store_true", help="wipe any existing cluster data first")
+    broker_commands.add_parser("status", parents=[state_dir], help="show what is running (exit 1 unless every node is up)")
+    broker_commands.add_parser("stop", parents=[state_dir], help="stop every node (idempotent)")
+    logs = broker_commands.add_parser("logs", parents=[state_dir], help="print a node's server.log")
+    logs.add_argument("--node", type=int, default=1, help="node id (default: 1)")
+    logs.add_argument("-n", "--lines", type=_positive_int, default=50, help="lines to print (default: 50)")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep printing as the log grows")
+
+    topics = commands.add_parser("topics", help="create, describe or delete topics")
+    topic_commands = topics.add_subparsers(dest="topics_command", required=True, metavar="ACTION")
+    create = topic_commands.add_parser("create", parents=[bootstrap], help="create a topic")
+    create.add_argument("name")
+    create.add_argument("--partitions", type=_positive_int, default=1)
+    create.add_argument("--replication-factor", type=_positive_int, default=1)
+    topic_commands.add_parser("describe", parents=[bootstrap], help="show partitions, leaders and ISR").add_argument("name")
+    topic_commands.add_parser("delete", parents=[bootstrap], help="delete a topic").add_argument("name")
+
+    commands.add_parser("setup", help="check Java and Maven and resolve every jar into the cache")
+
+    demo = commands.add_parser("demo", parents=[bootstrap],
+                               help="the quick start: transactions in, Spark read_committed out, ids compared")
+    demo.add_argument("--records", type=_positive_int, default=20_000)
+    demo.add_argument("--records-per-transaction", type=_positive_int, default=1_000)
+    demo.add_argument("--abort-ratio", type=float, default=0.3, help="share of transactions aborted, in [0, 1]")
+    demo.add_argument("--partitions", type=_positive_int, default=4)
+    demo.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+# ---------------------------------------------------------------------------- handlers
+
+
+def _cluster_for(state_dir: Path):
+    from eosbench.broker import LocalCluster
+
+    return LocalCluster.from_state_dir(state_dir)
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    """Handle `eosbench broker start|status|stop|logs`."""
+    from eosbench.broker import LocalCluster
+
+    if args.broker_command == "start":
+        try:
+            settings = ClusterSettings(brokers=args.brokers, port=args.port, state_dir=args.state_dir,
+                                       heap_mb=args.heap_mb)
+        except ValidationError as exc:
+            raise BadInput(_first_validation_error(exc)) from exc
+        cluster = LocalCluster(settings)
+        print(f"eosbench: starting {settings.brokers} broker(s) from {settings.state_dir}", file=sys.stderr)
+        seconds = cluster.start(fresh=args.fresh)
+        print(f"eosbench: cluster ready in {seconds:.1f} s (transactions accepted)", file=sys.stderr)
+        print(settings.bootstrap_servers)
+        return 0
+
+    cluster = _cluster_for(args.state_dir)
+    if args.broker_command == "stop":
+        stopped = cluster.stop() if cluster else 0
+        print(f"stopped {stopped} broker(s)" if stopped else "no broker running")
+        return 0
+    if cluster is None:
+        if args.broker_command == "status":
+            print(f"stopped (no cluster was ever started from {args.state_dir})")
+            return EXIT_CHECK_FAILED
+        raise BadInput(f"no cluster was ever started from {args.state_dir}")
+    if args.broker_command == "status":
+        return _print_status(cluster)
+    log_file = cluster.log_file(args.node)
+    if args.follow:
+        os.execvp("tail", ["tail", "-n", str(args.lines), "-F", str(log_file)])
+    for line in cluster.tail_log(args.node, args.lines):
+        print(line)
+    return 0
+
+
+def _print_status(cluster) -> int:
+    from eosbench.kafka_admin import cluster_metadata
+
+    nodes = cluster.status()
+    up = [node for node in nodes if node.process_alive and node.listening]
+    for node in nodes:
+        state = "up" if node in up else ("starting" if node.process_alive else "down")
+        pid = node.pid if node.pid else "-"
+        print(f"node {node.node_id}\t{state}\tpid {pid}\t127.0.0.1:{node.client_port}"
+              f"\tmetrics http://127.0.0.1:{node.jmx_exporter_port}/metrics")
+    if not up:
+        print("cluster: stopped")
+        return EXIT_CHECK_FAILED
+    bootstrap = ",".join(f"127.0.0.1:{node.client_port}" for node in up)
+    try:
+        metadata = cluster_metadata(bootstrap)
+    except EosbenchError as exc:
+        print(f"cluster: unreachable ({exc})")
+        return EXIT_CHECK_FAILED
+    registered = sorted(metadata.brokers)
+    healthy = len(up) == len(nodes) and len(registered) == len(nodes)
+    print(f"cluster: {'running' if healthy else 'degraded'}, {len(registered)}/{len(nodes)} brokers registered"
+          f" {registered}, controller {metadata.controller_id}, {len(metadata.topics)} topics")
+    print(f"bootstrap: {cluster.settings.bootstrap_servers}")
+    return 0 if healthy else EXIT_CHECK_FAILED
+
+
+def cmd_topics(args: argparse.Namespace) -> int:
+    """Handle `eosbench topics create|describe|delete`."""
+    from eosbench import kafka_admin
+
+    bootstrap = args.bootstrap or DEFAULT_BOOTSTRAP
+    if args.topics_command == "create":
+        kafka_admin.create_topic(bootstrap, args.name, args.partitions, args.replication_factor)
+        print(f"created topic {args.name} ({args.partitions} partitions, replication factor {args.replication_factor})")
+    elif args.topics_command == "describe":
+        print(kafka_admin.describe_topic(bootstrap, args.name).render())
+    else:
+        kafka_admin.delete_topics(bootstrap, [args.name])
+        print(f"deleted topic {args.name}")
+    return 0
+
+
+def cmd_setup(_args: argparse.Namespace) -> int:
+    """Handle `eosbench setup`: check the toolchain and fill the jar cache."""
+    from importlib.metadata import version
+
+    from eosbench.environment import check_java, check_maven
+    from eosbench.jars import resolve_all
+
+    java, mvn = check_java(), check_maven()
+    started = time.monotonic()
+    bundles = resolve_all()
+    print(f"java: {java}\nmaven: {mvn}")
+    print(f"pyspark {version('pyspark')}, delta-spark {version('delta-spark')},"
+          f" confluent-kafka {version('confluent-kafka')}")
+    for name, jars in bundles.items():
+        print(f"jars/{name}: {len(jars)} jars in {jars[0].parent}")
+    print(f"setup done in {time.monotonic() - started:.1f} s")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Handle `eosbench demo`."""
+    from rich.console import Console
+
+    from eosbench.demo import DemoOptions, run_demo
+
+    if not 0.0 <= args.abort_ratio <= 1.0:
+        raise BadInput(f"--abort-ratio must lie in [0.0, 1.0], got {args.abort_ratio}")
+    options = DemoOptions(bootstrap=args.bootstrap, records=args.records,
+                          records_per_transaction=args.records_per_transaction,
+                          abort_ratio=args.abort_ratio, partitions=args.partitions, seed=args.seed)
+    result = run_demo(options, Console())
+    return 0 if result.ok else EXIT_CHECK_FAILED
+
+
+HANDLERS = {"broker": cmd_broker, "topics": cmd_topics, "setup": cmd_setup, "demo": cmd_demo}
+
+
+def _first_validation_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    field = "--" + "-".join(str(part) for part in error["loc"]).replace("_", "-")
+    return f"{field}: {error['msg']}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one eosbench command and return its exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return HANDLERS[args.command](args)
+    except EosbenchError as exc:
+        print(f"eosbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except SettingsError as exc:
+        print(f"eosbench: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("eosbench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # a bug or an unforeseen failure: still one line, unless debugging
+        if os.environ.get("EOSBENCH_DEBUG"):
+            raise
+        print(f"eosbench: error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+              " (set EOSBENCH_DEBUG=1 for the traceback)", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+
+
+def entry_point() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry_point()

@@ -1,0 +1,168 @@
+"""Resolve the Maven bundles named in conf/jars.yaml into eosbench's jar cache.
+
+Maven does the resolution (it is on every machine of this kind and honours the project's mirror
+settings); the result is a plain folder of jars per bundle, keyed by a digest of the bundle's
+entry, so that later runs work offline and a version bump re-resolves by itself.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from conf.settings import JarBundle, eosbench_home, load_jar_bundles, maven_settings_file
+from eosbench.environment import check_maven
+from eosbench.errors import EnvironmentProblem
+
+DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+_COMPLETE_MARKER = ".complete"
+_VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[^-]*(?:-[A-Za-z0-9.]+)?\.jar$")
+
+
+def jar_cache_dir() -> Path:
+    """Return the folder under which every bundle is cached."""
+    return eosbench_home() / "jars"
+
+
+def bundle_digest(bundle: JarBundle) -> str:
+    """Return a short digest of everything that decides a bundle's contents."""
+    return hashlib.sha256(bundle.model_dump_json().encode()).hexdigest()[:12]
+
+
+def bundle_dir(bundle: JarBundle) -> Path:
+    """Return the cache folder of one bundle."""
+    return jar_cache_dir() / f"{bundle.name}-{bundle_digest(bundle)}"
+
+
+def _dependency_xml(gav: str) -> str:
+    group, artifact, version = (escape(part) for part in gav.split(":"))
+    return (
+        f"<dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
+        f"<version>{version}</version></dependency>"
+    )
+
+
+def render_pom(bundle: JarBundle) -> str:
+    """Return a throwaway POM whose runtime closure is the bundle."""
+    managed = "".join(_dependency_xml(gav) for gav in bundle.managed)
+    dependencies = "".join(_dependency_xml(gav) for gav in bundle.artifacts)
+    return (
+        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+        f"<groupId>eosbench.cache</groupId><artifactId>{escape(bundle.name)}</artifactId>"
+        "<version>0</version><packaging>pom</packaging>"
+        f"<dependencyManagement><dependencies>{managed}</dependencies></dependencyManagement>"
+        f"<dependencies>{dependencies}</dependencies></project>"
+    )
+
+
+def artifact_name(jar_file_name: str) -> str:
+    """Return a jar's artifact name without its version ("kafka-clients-3.9.2.jar" -> "kafka-clients")."""
+    match = _VERSIONED_JAR.match(jar_file_name)
+    return match.group("artifact") if match else jar_file_name.removesuffix(".jar")
+
+
+def pyspark_bundled_artifacts() -> set[str]:
+    """Return the artifact names of the jars that the installed PySpark ships."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise EnvironmentProblem("pyspark is not installed in this interpreter; run `make setup`")
+    jars = Path(next(iter(spec.submodule_search_locations))) / "jars"
+    return {artifact_name(jar.name) for jar in jars.glob("*.jar")}
+
+
+def _maven_command(pom: Path, output_dir: Path, transitive: bool) -> list[str]:
+    command = [
+        check_maven(),
+        "-B",
+        "-q",
+        "-s",
+        str(maven_settings_file()),
+        "-f",
+        str(pom),
+        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+        f"-DoutputDirectory={output_dir}",
+        "-DincludeScope=runtime",
+        f"-DexcludeTransitive={'false' if transitive else 'true'}",
+    ]
+    if os.environ.get("EOSBENCH_MAVEN_REPO"):
+        command.append(f"-Dmaven.repo.local={os.environ['EOSBENCH_MAVEN_REPO']}")
+    if os.environ.get("EOSBENCH_MAVEN_OFFLINE", "") not in ("", "0"):
+        command.append("-o")
+    return command
+
+
+def _first_maven_error(output: str) -> str:
+    for line in output.splitlines():
+        if "[ERROR]" in line:
+            message = re.sub(r"\x1b\[[0-9;]*m", "", line).replace("[ERROR]", "").strip()
+            if message:
+                return message[:300]
+    return output.strip().splitlines()[-1][:300] if output.strip() else "no output"
+
+
+@contextmanager
+def _cache_lock():
+    jar_cache_dir().mkdir(parents=True, exist_ok=True)
+    with open(jar_cache_dir() / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def resolve_bundle(name: str) -> list[Path]:
+    """Return the jars of a bundle, resolving them with Maven on first use."""
+    bundles = load_jar_bundles()
+    if name not in bundles:
+        raise EnvironmentProblem(f"no jar bundle named {name!r} in conf/jars.yaml")
+    bundle = bundles[name]
+    target = bundle_dir(bundle)
+    if not (target / _COMPLETE_MARKER).exists():
+        with _cache_lock():
+            if not (target / _COMPLETE_MARKER).exists():
+                _resolve_into(bundle, target)
+    return sorted(target.glob("*.jar"))
+
+
+def _resolve_into(bundle: JarBundle, target: Path) -> None:
+    print(f"eosbench: resolving the {bundle.name} jars with Maven into {target} (once)", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix=f"eosbench-{bundle.name}-", dir=jar_cache_dir()) as work:
+        work_dir = Path(work)
+        pom = work_dir / "pom.xml"
+        pom.write_text(render_pom(bundle), encoding="utf-8")
+        staging = work_dir / "jars"
+        completed = subprocess.run(
+            _maven_command(pom, staging, bundle.transitive),
+            capture_output=True,
+            text=True,
+            cwd=work_dir,
+        )
+        if completed.returncode != 0 or not any(staging.glob("*.jar")):
+            raise EnvironmentProblem(
+                f"could not resolve the {bundle.name} jars with Maven: "
+                f"{_first_maven_error(completed.stdout + completed.stderr)}"
+            )
+        if bundle.skip_jars_bundled_with_pyspark:
+            provided = pyspark_bundled_artifacts()
+            for jar in staging.glob("*.jar"):
+                if artifact_name(jar.name) in provided:
+                    jar.unlink()
+        (staging / _COMPLETE_MARKER).write_text(bundle.model_dump_json(), encoding="utf-8")
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+
+
+def resolve_all() -> dict[str, list[Path]]:
+    """Resolve every bundle in conf/jars.yaml; used by `eosbench setup`."""
+    return {name: resolve_bundle(name) for name in load_jar_bundles()}

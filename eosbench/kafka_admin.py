@@ -1,0 +1,153 @@
+"""Admin-side Kafka operations of the face: reachability, topics, transactional readiness."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
+
+from eosbench.errors import BadInput, EnvironmentProblem
+
+# librdkafka prints retries ("Coordinator load in progress") straight to stderr; route them
+# to a Python logger so that a healthy start-up prints only what eosbench says.
+CLIENT_LOG = logging.getLogger("eosbench.kafka_client")
+CLIENT_LOG.addHandler(logging.NullHandler())
+CLIENT_LOG.propagate = False
+
+
+def admin_client(bootstrap: str) -> AdminClient:
+    """Return an AdminClient for the cluster."""
+    return AdminClient({"bootstrap.servers": bootstrap}, logger=CLIENT_LOG)
+
+
+def cluster_metadata(bootstrap: str, timeout_s: float = 5.0) -> ClusterMetadata:
+    """Return the cluster's metadata, or fail with one line if no broker answers in time."""
+    try:
+        return admin_client(bootstrap).list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise EnvironmentProblem(
+            f"cannot reach Kafka at {bootstrap} within {timeout_s:g} s ({_reason(exc)});"
+            " is the broker running? try `eosbench broker start`"
+        ) from exc
+
+
+def _reason(exc: KafkaException) -> str:
+    error = exc.args[0] if exc.args else None
+    return error.str() if isinstance(error, KafkaError) else str(exc)
+
+
+def wait_transactions_ready(bootstrap: str, expected_brokers: int, timeout_s: float) -> float:
+    """Block until every broker is registered and a transactional producer can init; return seconds."""
+    started = time.monotonic()
+    deadline = started + timeout_s
+    while True:
+        try:
+            brokers = len(admin_client(bootstrap).list_topics(timeout=2).brokers)
+        except KafkaException:
+            brokers = 0
+        if brokers >= expected_brokers:
+            break
+        if time.monotonic() > deadline:
+            raise EnvironmentProblem(
+                f"only {brokers} of {expected_brokers} brokers registered at {bootstrap}"
+                f" within {timeout_s:g} s; see `eosbench broker logs`"
+            )
+        time.sleep(0.25)
+    probe = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": "eosbench.readiness-probe"},
+        logger=CLIENT_LOG,
+    )
+    try:
+        probe.init_transactions(max(1.0, deadline - time.monotonic()))
+    except KafkaException as exc:
+        raise EnvironmentProblem(
+            f"the cluster at {bootstrap} did not accept transactions within {timeout_s:g} s"
+            f" ({_reason(exc)}); see `eosbench broker logs`"
+        ) from exc
+    finally:
+        probe.flush(1)
+    return time.monotonic() - started
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    """Partitions, replicas and ISR of one topic."""
+
+    name: str
+    partitions: dict[int, tuple[int, list[int], list[int]]]  # id -> (leader, replicas, isr)
+
+    def render(self) -> str:
+        """Format like `kafka-topics --describe`."""
+        lines = [f"Topic: {self.name}\tPartitionCount: {len(self.partitions)}"]
+        for pid, (leader, replicas, isr) in sorted(self.partitions.items()):
+            lines.append(
+                f"\tTopic: {self.name}\tPartition: {pid}\tLeader: {leader}"
+                f"\tReplicas: {','.join(map(str, replicas))}\tIsr: {','.join(map(str, isr))}"
+            )
+        return "\n".join(lines)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int) -> None:
+    """Create a topic and wait until every partition has a leader."""
+    if partitions < 1 or replication_factor < 1:
+        raise BadInput("--partitions and --replication-factor must be at least 1")
+    brokers = len(cluster_metadata(bootstrap).brokers)
+    if replication_factor > brokers:
+        raise BadInput(f"--replication-factor {replication_factor} exceeds the {brokers} broker(s) available")
+    admin = admin_client(bootstrap)  # must outlive the future, or librdkafka cancels it
+    future = admin.create_topics([NewTopic(name, partitions, replication_factor)])[name]
+    try:
+        future.result(timeout=30)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            raise BadInput(f"topic {name!r} already exists") from exc
+        raise BadInput(f"cannot create topic {name!r}: {_reason(exc)}") from exc
+    _wait_for_leaders(bootstrap, name, partitions)
+
+
+def _wait_for_leaders(bootstrap: str, name: str, partitions: int, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        topic = cluster_metadata(bootstrap).topics.get(name)
+        if topic and len(topic.partitions) == partitions and all(
+            p.leader >= 0 for p in topic.partitions.values()
+        ):
+            return
+        time.sleep(0.1)
+    raise EnvironmentProblem(f"topic {name!r} has partitions without a leader after {timeout_s:g} s")
+
+
+def describe_topic(bootstrap: str, name: str) -> TopicDescription:
+    """Return a topic's partitions, or fail with one line if it does not exist."""
+    topic = cluster_metadata(bootstrap).topics.get(name)
+    if topic is None or topic.error is not None:
+        raise BadInput(f"topic {name!r} does not exist at {bootstrap}")
+    return TopicDescription(
+        name=name,
+        partitions={
+            pid: (p.leader, list(p.replicas), list(p.isrs)) for pid, p in topic.partitions.items()
+        },
+    )
+
+
+def delete_topics(bootstrap: str, names: list[str]) -> None:
+    """Delete topics and wait until the metadata no longer lists them."""
+    existing = cluster_metadata(bootstrap).topics
+    missing = [name for name in names if name not in existing]
+    if missing:
+        raise BadInput(f"topic {missing[0]!r} does not exist at {bootstrap}")
+    admin = admin_client(bootstrap)  # must outlive the futures
+    for name, future in admin.delete_topics(names, operation_timeout=30).items():
+        try:
+            future.result(timeout=30)
+        except KafkaException as exc:
+            raise BadInput(f"cannot delete topic {name!r}: {_reason(exc)}") from exc
+    deadline = time.monotonic() + 30
+    while any(name in cluster_metadata(bootstrap).topics for name in names):
+        if time.monotonic() > deadline:
+            raise EnvironmentProblem(f"topics {names} still listed 30 s after deletion")
+        time.sleep(0.1)

@@ -1,0 +1,18 @@
+"""The face's entry to Spark: the session factory with the cached connector and Delta jars."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+from eosbench.environment import check_java
+from eosbench.jars import resolve_bundle
+from streaming.session import build_spark_session
+
+
+def spark_session(app_name: str = "eosbench", master: str | None = None,
+                  conf: Mapping[str, str] | None = None) -> SparkSession:
+    """Return a SparkSession carrying spark-sql-kafka and Delta from the jar cache."""
+    check_java()
+    return build_spark_session(app_name=app_name, master=master, jars=resolve_bundle("spark"), conf=conf)

@@ -1,0 +1,1 @@
+"""The producing engine: seeded transactional writes that fill the input topics."""

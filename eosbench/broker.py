@@ -84,17 +84,16 @@ class LocalCluster:
         return self.settings.node_dir(node_id) / "broker.pid"
 
     def _pid(self, node_id: int) -> int | None:
-        """Return the node's pid if that process is alive and really is this node's JVM."""
-        pid_file = self._pid_file(node_id)
-        if not pid_file.exists():
-            return None
+        """Return the node's pid if that process is alive and is the one this cluster launched."""
         try:
-            pid = int(pid_file.read_text().strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        except (ValueError, OSError):
+            pid_text, start_ticks = self._pid_file(node_id).read_text().split()
+            pid = int(pid_text)
+        except (OSError, ValueError):
             return None
-        config = str(self.settings.node_dir(node_id) / "server.properties")
-        if "kafka.Kafka" not in cmdline or config not in cmdline or _is_zombie(pid):
+        # The pid file also holds the process's start time, so a recycled pid never passes for
+        # a broker. (/proc/<pid>/cmdline is no help: it reads empty while the JVM starts.)
+        stat = _proc_stat(pid)
+        if stat is None or stat[0] == "Z" or stat[1] != start_ticks:
             return None
         return pid
 
@@ -211,7 +210,8 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # the broker outlives the command that started it
             )
-        self._pid_file(node.node_id).write_text(str(process.pid))
+        stat = _proc_stat(process.pid)
+        self._pid_file(node.node_id).write_text(f"{process.pid} {stat[1] if stat else 0}\n")
 
     def _wait_ready(self, launched: list[NodePorts]) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
@@ -289,12 +289,18 @@ class LocalCluster:
         return "no log output"
 
 
-def _is_zombie(pid: int) -> bool:
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """Return (state, start time in clock ticks) of a process, or None if it does not exist."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[0], fields[19]
+
+
+def _is_zombie(pid: int) -> bool:
+    stat = _proc_stat(pid)
+    return stat is None or stat[0] == "Z"
 
 
 def _signal(pid: int, sig: int) -> None:

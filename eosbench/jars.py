@@ -26,7 +26,9 @@ from eosbench.errors import EnvironmentProblem
 
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 _COMPLETE_MARKER = ".complete"
-_VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[^-]*(?:-[A-Za-z0-9.]+)?\.jar$")
+# The version starts at the first "-<digit>" after which no "_" follows: Scala suffixes such as
+# "_2.13" belong to the artifact name ("spark-sql-kafka-0-10_2.13-4.2.0.jar").
+_VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[^_]*\.jar$")
 
 
 def jar_cache_dir() -> Path:

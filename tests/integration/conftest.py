@@ -1,0 +1,63 @@
+"""Session-scoped real infrastructure: one KRaft broker and one SparkSession for the whole run.
+
+The test broker listens on 19092 (controller 19192, JMX exporter 19292) with its state in a
+pytest temp folder, so a user's own `eosbench broker start` on 9092 is left alone.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from conf.settings import ClusterSettings
+from eosbench.broker import LocalCluster
+from eosbench.kafka_admin import create_topic
+from eosbench.spark import spark_session
+
+TEST_BROKER_PORT = 19092
+
+
+def pytest_collection_modifyitems(items):
+    """Mark everything under tests/integration as integration."""
+    for item in items:
+        if "/integration/" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory) -> Iterator[LocalCluster]:
+    """A real single-node KRaft cluster, started once and stopped at the end of the session."""
+    cluster = LocalCluster(
+        ClusterSettings(brokers=1, port=TEST_BROKER_PORT, state_dir=tmp_path_factory.mktemp("cluster"))
+    )
+    cluster.start(fresh=True)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def bootstrap(kafka_cluster: LocalCluster) -> str:
+    """The test cluster's bootstrap servers."""
+    return kafka_cluster.settings.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def spark(kafka_cluster):
+    """One local[2] SparkSession with the cached Kafka and Delta jars."""
+    session = spark_session("eosbench-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def new_topic(bootstrap: str) -> Callable[..., str]:
+    """Create a uniquely named topic; returns its name."""
+
+    def create(partitions: int = 1, prefix: str = "t") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        create_topic(bootstrap, name, partitions, replication_factor=1)
+        return name
+
+    return create

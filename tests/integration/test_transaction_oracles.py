@@ -1,0 +1,84 @@
+"""The transaction oracles, against the real broker: what read_committed must and must not see."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.integration.kafka_reads import read_all, sequence_numbers
+
+
+def transactional_producer(bootstrap: str, transactional_id: str) -> Producer:
+    """A producer that has already called init_transactions."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    producer.init_transactions(30)
+    return producer
+
+
+def produce_range(producer: Producer, topic: str, seqs: range) -> None:
+    """Produce one record per sequence number, key = the number in ASCII."""
+    for seq in seqs:
+        producer.produce(topic, key=str(seq).encode(), value=b"v")
+
+
+def test_commit_100_read_committed_sees_exactly_100(bootstrap, new_topic):
+    topic = new_topic()
+    producer = transactional_producer(bootstrap, f"{topic}.tx")
+    producer.begin_transaction()
+    produce_range(producer, topic, range(100))
+    producer.commit_transaction(30)
+    assert Counter(sequence_numbers(read_all(bootstrap, topic))) == Counter(range(100))
+
+
+def test_abort_hides_everything_from_read_committed_but_not_from_read_uncommitted(bootstrap, new_topic):
+    topic = new_topic()
+    producer = transactional_producer(bootstrap, f"{topic}.tx")
+    producer.begin_transaction()
+    produce_range(producer, topic, range(100))
+    producer.flush(30)  # abort_transaction purges unsent records; these must reach the log first
+    producer.abort_transaction(30)
+    assert read_all(bootstrap, topic, "read_committed") == []
+    assert Counter(sequence_numbers(read_all(bootstrap, topic, "read_uncommitted"))) == Counter(range(100))
+
+
+def test_abort_then_commit_25_shows_exactly_those_25(bootstrap, new_topic):
+    topic = new_topic()
+    producer = transactional_producer(bootstrap, f"{topic}.tx")
+    producer.begin_transaction()
+    produce_range(producer, topic, range(0, 50))
+    producer.flush(30)
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    produce_range(producer, topic, range(50, 75))
+    producer.commit_transaction(30)
+    assert Counter(sequence_numbers(read_all(bootstrap, topic))) == Counter(range(50, 75))
+    assert Counter(sequence_numbers(read_all(bootstrap, topic, "read_uncommitted"))) == Counter(range(75))
+
+
+def test_offsets_sent_with_memberless_group_metadata_commit_only_with_the_transaction(bootstrap, new_topic):
+    source, sink = new_topic(), new_topic()
+    group = f"{source}.group"
+    # A consumer that never subscribes has no member id and generation -1: the group metadata
+    # the transactional sink builds once on the driver and ships to its tasks.
+    memberless = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    group_metadata = memberless.consumer_group_metadata()
+    source_partition = TopicPartition(source, 0)
+
+    def committed_offset() -> int:
+        return memberless.committed([source_partition], timeout=30)[0].offset
+
+    producer = transactional_producer(bootstrap, f"{sink}.tx")
+    producer.begin_transaction()
+    produce_range(producer, sink, range(100))
+    producer.send_offsets_to_transaction([TopicPartition(source, 0, 100)], group_metadata, 30)
+    producer.abort_transaction(30)
+    assert committed_offset() < 0, "an aborted transaction must not move the group's offset"
+
+    producer.begin_transaction()
+    produce_range(producer, sink, range(100))
+    producer.send_offsets_to_transaction([TopicPartition(source, 0, 100)], group_metadata, 30)
+    producer.commit_transaction(30)
+    assert committed_offset() == 100
+    assert Counter(sequence_numbers(read_all(bootstrap, sink))) == Counter(range(100))
+    memberless.close()

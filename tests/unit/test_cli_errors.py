@@ -1,0 +1,118 @@
+"""Bad input and a bad environment end in one line on stderr and a non-zero exit, never a traceback.
+
+These run the real `eosbench` command in a subprocess, with no broker anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eosbench.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT
+
+
+def free_port() -> int:
+    """Return a loopback port nobody listens on right now (with its +100/+200 siblings free)."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port < 60000:
+            return port
+
+
+def run_eosbench(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run `python -m eosbench.cli ARGS` and capture its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "eosbench.cli", *args],
+        capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+    )
+
+
+def assert_one_line_error(completed: subprocess.CompletedProcess, exit_code: int, *fragments: str) -> None:
+    """The run failed with `exit_code`; stderr ends with its only error line, naming every fragment.
+
+    Progress lines ("starting 1 broker(s)...") may come before it; a traceback may not.
+    """
+    assert completed.returncode == exit_code, completed.stderr
+    assert "Traceback" not in completed.stderr
+    lines = [line for line in completed.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if ": error: " in line]
+    assert errors == lines[-1:], completed.stderr
+    for fragment in fragments:
+        assert fragment in errors[0]
+
+
+def test_java_missing(tmp_path: Path):
+    env = {"PATH": str(tmp_path), "JAVA_HOME": ""}
+    completed = run_eosbench("broker", "start", "--state-dir", str(tmp_path / "c"), "--port", str(free_port()), env=env)
+    assert_one_line_error(completed, EXIT_ENVIRONMENT, "java not found", "Java 17+")
+
+
+def test_java_too_old(tmp_path: Path):
+    fake_java = tmp_path / "java"
+    fake_java.write_text('#!/bin/sh\necho \'openjdk version "11.0.2" 2019-01-15\' >&2\n')
+    fake_java.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "JAVA_HOME": ""}
+    completed = run_eosbench("broker", "start", "--state-dir", str(tmp_path / "c"), "--port", str(free_port()), env=env)
+    assert_one_line_error(completed, EXIT_ENVIRONMENT, "is Java 11", "needs Java 17+")
+
+
+def test_jars_unresolvable_when_maven_is_offline_with_an_empty_cache(tmp_path: Path):
+    env = {
+        "EOSBENCH_HOME": str(tmp_path / "home"),
+        "EOSBENCH_MAVEN_REPO": str(tmp_path / "empty-m2"),
+        "EOSBENCH_MAVEN_OFFLINE": "1",
+    }
+    completed = run_eosbench("broker", "start", "--state-dir", str(tmp_path / "c"), "--port", str(free_port()), env=env)
+    assert_one_line_error(completed, EXIT_ENVIRONMENT, "eosbench: error: could not resolve the kafka jars with Maven:")
+    assert "offline" in completed.stderr.strip().splitlines()[-1].lower()
+    assert not list((tmp_path / "home" / "jars").glob("kafka-*/*.jar")), "a failed resolution must not look cached"
+
+
+def test_port_already_in_use(tmp_path: Path):
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        completed = run_eosbench("broker", "start", "--state-dir", str(tmp_path / "c"), "--port", str(port))
+    assert_one_line_error(completed, EXIT_ENVIRONMENT, f"port {port} on 127.0.0.1 is already in use")
+
+
+@pytest.mark.parametrize("command", [["topics", "describe", "t"], ["topics", "create", "t"], ["demo"]])
+def test_broker_unreachable(command):
+    completed = run_eosbench(*command, "--bootstrap-server", f"127.0.0.1:{free_port()}")
+    assert_one_line_error(completed, EXIT_ENVIRONMENT, "cannot reach Kafka at 127.0.0.1:", "eosbench broker start")
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["broker", "start", "--brokers", "2"], "invalid choice: 2"),
+        (["broker", "start", "--heap-mb", "2048"], "--heap-mb"),
+        (["broker", "frobnicate"], "invalid choice: 'frobnicate'"),
+        (["topics", "create", "t", "--partitions", "0"], "must be at least 1"),
+        (["demo", "--abort-ratio", "1.5"], "--abort-ratio must lie in [0.0, 1.0]"),
+    ],
+)
+def test_bad_input_exits_2(tmp_path: Path, args, fragment):
+    completed = run_eosbench(*args, "--state-dir", str(tmp_path)) if args[0] == "broker" else run_eosbench(*args)
+    assert_one_line_error(completed, EXIT_BAD_INPUT, fragment)
+
+
+def test_status_of_a_cluster_never_started_is_stopped_with_exit_1(tmp_path: Path):
+    completed = run_eosbench("broker", "status", "--state-dir", str(tmp_path))
+    assert completed.returncode == 1
+    assert completed.stdout.startswith("stopped")
+
+
+def test_stop_is_idempotent_when_nothing_runs(tmp_path: Path):
+    for _ in range(2):
+        completed = run_eosbench("broker", "stop", "--state-dir", str(tmp_path))
+        assert completed.returncode == 0
+        assert completed.stdout.strip() == "no broker running"

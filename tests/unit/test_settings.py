@@ -1,0 +1,85 @@
+"""conf.settings: client config parsing, cluster shape and broker config rendering."""
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from conf.settings import (
+    ClusterSettings,
+    SettingsError,
+    load_jar_bundles,
+    load_properties,
+    parse_kv_pairs,
+)
+
+
+def test_kv_pairs_keep_equals_signs_in_values_and_later_pairs_win():
+    assert parse_kv_pairs(["acks=all", "sasl.jaas.config=a=b", "acks=1"]) == {
+        "acks": "1",
+        "sasl.jaas.config": "a=b",
+    }
+
+
+@pytest.mark.parametrize("bad", ["acks", "=all", " =x"])
+def test_kv_pairs_reject_entries_without_a_key(bad):
+    with pytest.raises(SettingsError):
+        parse_kv_pairs([bad])
+
+
+def test_properties_file_handles_comments_separators_and_continuations(tmp_path: Path):
+    path = tmp_path / "producer.properties"
+    path.write_text("# comment\n! also a comment\n\nacks = all\nlinger.ms:5\nclient.id=a\\\n  b\n")
+    assert load_properties(path) == {"acks": "all", "linger.ms": "5", "client.id": "ab"}
+
+
+def test_properties_file_that_is_missing_is_a_settings_error(tmp_path: Path):
+    with pytest.raises(SettingsError, match="cannot read"):
+        load_properties(tmp_path / "absent.properties")
+
+
+def test_single_node_uses_replication_factor_one(tmp_path: Path):
+    settings = ClusterSettings(state_dir=tmp_path)
+    rendered = settings.render_server_properties(settings.nodes()[0])
+    assert "offsets.topic.replication.factor=1\n" in rendered
+    assert "transaction.state.log.replication.factor=1\n" in rendered
+    assert "transaction.state.log.min.isr=1\n" in rendered
+    assert "controller.quorum.voters=1@127.0.0.1:9192\n" in rendered
+    assert settings.bootstrap_servers == "127.0.0.1:9092"
+    assert "=$" not in rendered
+
+
+def test_three_nodes_replicate_three_ways_with_two_in_sync(tmp_path: Path):
+    settings = ClusterSettings(brokers=3, port=29092, state_dir=tmp_path)
+    nodes = settings.nodes()
+    assert [(n.node_id, n.client, n.controller, n.jmx_exporter) for n in nodes] == [
+        (1, 29092, 29192, 29292),
+        (2, 29093, 29193, 29293),
+        (3, 29094, 29194, 29294),
+    ]
+    rendered = settings.render_server_properties(nodes[1])
+    assert "node.id=2\n" in rendered
+    assert "controller.quorum.voters=1@127.0.0.1:29192,2@127.0.0.1:29193,3@127.0.0.1:29194\n" in rendered
+    assert "min.insync.replicas=2\n" in rendered
+    assert "transaction.state.log.replication.factor=3\n" in rendered
+    assert "offsets.topic.replication.factor=3\n" in rendered
+    assert f"log.dirs={tmp_path / 'node-2' / 'data'}\n" in rendered
+
+
+@pytest.mark.parametrize("field,value", [("brokers", 2), ("heap_mb", 1024), ("port", 80)])
+def test_cluster_shape_is_validated(field, value):
+    with pytest.raises(ValidationError):
+        ClusterSettings(**{field: value})
+
+
+def test_jar_bundles_name_kafka_tools_jmx_agent_spark_and_delta():
+    bundles = load_jar_bundles()
+    assert set(bundles) == {"kafka", "jmx-exporter", "spark"}
+    artifacts = {gav.rsplit(":", 1)[0] for bundle in bundles.values() for gav in bundle.artifacts}
+    assert {
+        "org.apache.kafka:kafka_2.13",
+        "org.apache.kafka:kafka-tools",
+        "io.prometheus.jmx:jmx_prometheus_javaagent",
+        "org.apache.spark:spark-sql-kafka-0-10_2.13",
+        "io.delta:delta-spark_4.2_2.13",
+    } <= artifacts

@@ -186,6 +186,11 @@ def broker_log4j_config() -> Path:
     return CONF_DIR / "broker" / "log4j2.properties"
 
 
+def console_log4j_config() -> Path:
+    """Return the quiet console log4j2 configuration of the Spark driver and Java tools."""
+    return CONF_DIR / "log4j2-console.properties"
+
+
 def jmx_exporter_config() -> Path:
     """Return the JMX exporter rules attached to every broker."""
     return CONF_DIR / "broker" / "jmx-exporter.yaml"

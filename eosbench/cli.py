@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from conf.settings import DEFAULT_BOOTSTRAP, DEFAULT_CLIENT_PORT, ClusterSettings, SettingsError, eosbench_home
-from eosbench.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, BadInput, EosbenchError
+from eosbench.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, BadInput, CheckFailed, EosbenchError
 
 EXIT_INTERRUPTED = 130
 
@@ -82,6 +82,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("setup", help="check Java and Maven and resolve every jar into the cache")
 
+    add_produce_parser(commands)
+
+    bench = commands.add_parser("bench", help="benchmarks that print ratios measured side by side")
+    benches = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
+    writes = benches.add_parser("writes", parents=[bootstrap],
+                                help="kafka-tx-performance write benches: 2 records to 2 topics per iteration")
+    writes.add_argument("--mode", choices=("base", "tx", "both"), default="both",
+                        help="base: send and wait; tx: the same in a transaction (default: both, interleaved)")
+    writes.add_argument("--warmup", type=_positive_int, default=1000, help="warmup iterations per mode")
+    writes.add_argument("--iterations", type=_positive_int, default=1000, help="measured iterations per mode")
+    writes.add_argument("--output-dir", type=Path, default=Path("results"), help="where the PNG and JSON go")
+    produce_bench = benches.add_parser("produce", parents=[bootstrap],
+                                       help="eosbench produce beside Java ProducerPerformance, plus an abort sweep")
+    produce_bench.add_argument("--num-records", type=_positive_int, default=1_000_000)
+    produce_bench.add_argument("--record-size", type=_positive_int, default=100)
+    produce_bench.add_argument("--transaction-duration-ms", type=_positive_int, default=100)
+    produce_bench.add_argument("--output-dir", type=Path, default=Path("results"))
+
     demo = commands.add_parser("demo", parents=[bootstrap],
                                help="the quick start: transactions in, Spark read_committed out, ids compared")
     demo.add_argument("--records", type=_positive_int, default=20_000)
@@ -90,6 +108,58 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--partitions", type=_positive_int, default=4)
     demo.add_argument("--seed", type=int, default=0)
     return parser
+
+
+def add_produce_parser(commands) -> None:
+    """`eosbench produce`: kafka-producer-perf-test's flags, then eosbench's."""
+    produce = commands.add_parser(
+        "produce", help="seeded transactional producer with kafka-producer-perf-test's flags and output",
+        description="kafka-producer-perf-test, transactional and seeded: same flags, same output lines,"
+                    " plus --transaction-abort-ratio (KIP-1260), --seed, --resume and Prometheus metrics.")
+    produce.add_argument("--bootstrap-server", metavar="BOOTSTRAP-SERVER",
+                         help="the server(s) to connect to; takes precedence over bootstrap.servers in the properties")
+    produce.add_argument("--topic", required=True, metavar="TOPIC", help="produce records to this topic")
+    produce.add_argument("--num-records", required=True, type=int, metavar="NUM-RECORDS", help="number of records to produce")
+    payload = produce.add_mutually_exclusive_group(required=True)
+    payload.add_argument("--record-size", type=int, metavar="RECORD-SIZE", help="record size in bytes")
+    payload.add_argument("--payload-file", type=Path, metavar="PAYLOAD-FILE",
+                         help="file to read the record payloads from (UTF-8 text, split on --payload-delimiter)")
+    payload.add_argument("--payload-monotonic", action="store_true",
+                         help="payload is the record's index as a decimal string")
+    produce.add_argument("--payload-delimiter", default="\\n", metavar="PAYLOAD-DELIMITER",
+                         help="delimiter of --payload-file (default: newline)")
+    produce.add_argument("--throughput", required=True, type=float, metavar="THROUGHPUT",
+                         help="throttle to about THROUGHPUT records/sec; -1 disables throttling")
+    props = produce.add_mutually_exclusive_group()
+    props.add_argument("--producer-props", nargs="+", metavar="PROP-NAME=PROP-VALUE",
+                       help="producer configuration properties, Java names (translated for librdkafka)")
+    props.add_argument("--command-property", nargs="+", metavar="PROP-NAME=PROP-VALUE",
+                       help="the same as --producer-props (its newer name)")
+    config = produce.add_mutually_exclusive_group()
+    config.add_argument("--producer.config", dest="producer_config", type=Path, metavar="CONFIG-FILE",
+                        help="producer configuration properties file")
+    config.add_argument("--command-config", type=Path, metavar="CONFIG-FILE", help="the same as --producer.config")
+    produce.add_argument("--print-metrics", action="store_true", help="print client metrics at the end")
+    produce.add_argument("--transactional-id", metavar="TRANSACTIONAL-ID", help="the transactional id to use")
+    produce.add_argument("--transaction-duration-ms", type=int, metavar="TRANSACTION-DURATION",
+                         help="commit after this many ms (default 3000 when transactions are on)")
+    produce.add_argument("--warmup-records", type=int, default=0, metavar="WARMUP-RECORDS",
+                         help="records excluded from the steady-state statistics")
+    produce.add_argument("--reporting-interval", type=int, default=5000, metavar="INTERVAL-MS",
+                         help="ms between window lines (default: 5000)")
+    ours = produce.add_argument_group("eosbench")
+    ours.add_argument("--transaction-abort-ratio", type=float, default=0.0, metavar="TRANSACTION-ABORT-RATIO",
+                      help="share of transactions to abort, in [0.0, 1.0]; needs transactions (KIP-1260)")
+    ours.add_argument("--records-per-transaction", type=int, metavar="N",
+                      help="commit every N records instead of by time (deterministic commit points)")
+    ours.add_argument("--seed", type=int, default=0, help="seed of the SplittableRandom (default 0, as Java)")
+    ours.add_argument("--resume", action="store_true",
+                      help="continue an interrupted load after its last committed sequence number")
+    ours.add_argument("--run-id", help="run id carried in every record's eos.run_id header (default: new)")
+    ours.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus /metrics on this port")
+    ours.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                      help="address /metrics binds to (default: 127.0.0.1)")
+    ours.add_argument("--output-json", type=Path, metavar="FILE", help="write a machine-readable summary here")
 
 
 # ---------------------------------------------------------------------------- handlers
@@ -215,13 +285,62 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if result.ok else EXIT_CHECK_FAILED
 
 
-HANDLERS = {"broker": cmd_broker, "topics": cmd_topics, "setup": cmd_setup, "demo": cmd_demo}
+def cmd_produce(args: argparse.Namespace) -> int:
+    """Handle `eosbench produce`."""
+    from conf.produce_settings import ProduceSettings
+    from eosbench.kafka_admin import describe_topic
+    from eosbench.progress import progress_callback
+    from producers.perf import ProduceFailed, ProducerPerformance
+
+    fields = {name: value for name, value in vars(args).items()
+              if name in ProduceSettings.model_fields and value is not None}
+    if fields.get("payload_delimiter") == "\\n":
+        fields["payload_delimiter"] = "\n"
+    for name in ("producer_props", "command_property"):
+        if name in fields:
+            fields[name] = tuple(fields[name])
+    try:
+        settings = ProduceSettings(**fields)
+    except ValidationError as exc:
+        raise BadInput(_first_validation_error(exc)) from exc
+    describe_topic(settings.bootstrap, settings.topic)  # one-line errors for no broker / no topic
+    with progress_callback(f"producing to {settings.topic}") as progress:
+        try:
+            summary = ProducerPerformance(settings, progress=progress).run()
+        except ProduceFailed as exc:
+            raise CheckFailed(str(exc)) from exc
+    if settings.output_json:
+        settings.output_json.write_text(summary.to_json())
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Handle `eosbench bench writes|produce`."""
+    bootstrap = args.bootstrap or DEFAULT_BOOTSTRAP
+    if args.bench_command == "writes":
+        from eosbench import bench_writes
+
+        modes = ["base", "tx"] if args.mode == "both" else [args.mode]
+        bench_writes.run(bootstrap, modes, args.warmup, args.iterations, args.output_dir)
+    else:
+        from eosbench import bench_produce
+
+        bench_produce.run(bootstrap, args.num_records, args.record_size, args.transaction_duration_ms,
+                          args.output_dir)
+    return 0
+
+
+HANDLERS = {"broker": cmd_broker, "topics": cmd_topics, "setup": cmd_setup, "demo": cmd_demo,
+            "produce": cmd_produce, "bench": cmd_bench}
 
 
 def _first_validation_error(exc: ValidationError) -> str:
     error = exc.errors()[0]
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if not error["loc"]:
+        return message  # a cross-field rule, whose message names its flags
     field = "--" + "-".join(str(part) for part in error["loc"]).replace("_", "-")
-    return f"{field}: {error['msg']}"
+    return f"{field}: {message}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except SettingsError as exc:
         print(f"eosbench: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ValidationError as exc:
+        print(f"eosbench: error: {_first_validation_error(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("eosbench: interrupted", file=sys.stderr)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 
 from pyspark.sql import SparkSession
 
-from conf.settings import CONF_DIR
+from conf.settings import console_log4j_config
 
 DEFAULT_MASTER = "local[2]"
 
@@ -27,7 +27,7 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     "spark.speculation": "false",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
-    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={CONF_DIR / 'spark' / 'log4j2.properties'}",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={console_log4j_config()}",
 }
 
 

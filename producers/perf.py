@@ -1,0 +1,527 @@
+"""`eosbench produce`: Java ProducerPerformance's loop, transactional, seeded and abortable.
+
+The loop is Java's, step for step: draw the payload, begin a transaction if none is open, send,
+and reach a commit point when the transaction duration has passed (or, with eosbench's
+`--records-per-transaction`, when the transaction is full), then once more after the loop. At
+each commit point a non-zero `--transaction-abort-ratio` draws `next_double()` from the same
+SplittableRandom that drew the payloads and aborts when it is below the ratio (KIP-1260); a zero
+ratio draws nothing, so such a run's payloads are byte-identical to Java's.
+
+Differences from Java, each deliberate:
+- Latency runs from the *intended* send time (start + i / throughput when throttled), measured
+  with perf_counter_ns, so a stalled producer cannot hide its stall (coordinated omission).
+- Each record's key is its sequence number in ASCII and it carries an `eos.run_id` header, so
+  every downstream check is multiset arithmetic over integers.
+- An expired record (KIP-91) inside a transaction aborts that transaction, and the summary says
+  so; nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TextIO
+
+import numpy as np
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from conf.produce_settings import ProduceSettings
+from producers.metrics import ProducerMetrics
+from producers.perf_stats import LatencySummary, PerfStats, now_ms
+from producers.splittable_random import SplittableRandom
+
+RUN_ID_HEADER = "eos.run_id"
+PAYLOAD_CHUNK_RECORDS = 1024
+POLL_EVERY_RECORDS = 256
+TRANSACTION_CALL_TIMEOUT_S = 60.0
+
+_PURGED = {KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
+_CLIENT_LOG = logging.getLogger("producers.kafka_client")
+_CLIENT_LOG.addHandler(logging.NullHandler())
+_CLIENT_LOG.propagate = False
+
+
+class ProduceFailed(RuntimeError):
+    """The run cannot go on: fenced, a fatal client error, or a transaction that cannot end."""
+
+
+# ----------------------------------------------------------------------------- payloads
+
+
+class PayloadSource:
+    """Java's payloads in Java's draw order, drawn ahead in vectorised chunks.
+
+    A commit-point draw must see the generator exactly where Java's would be: right after the
+    last payload handed out. Chunks are drawn ahead, so at a commit point the generator is
+    rewound to the chunk's start and replayed up to that payload (at most one chunk of work).
+    """
+
+    def __init__(self, settings: ProduceSettings, rng: SplittableRandom, chunk_records: int):
+        self.rng = rng
+        self.record_size = settings.record_size
+        self.payload_list = settings.read_payloads()
+        self.monotonic = settings.payload_monotonic
+        self.chunk_records = chunk_records
+        self._chunk: np.ndarray | None = None
+        self._chunk_start_rng = copy.copy(rng)
+        self._handed = 0
+
+    def _draw(self, rng: SplittableRandom, records: int) -> np.ndarray:
+        if self.record_size is not None:
+            return rng.next_payloads(records, self.record_size)
+        return rng.next_ints(len(self.payload_list), records)
+
+    def payload(self, index: int) -> bytes:
+        """Return record `index`'s payload (records are asked for in order)."""
+        if self.monotonic:
+            return str(index).encode()
+        if self._chunk is None or self._handed == len(self._chunk):
+            self._chunk_start_rng = copy.copy(self.rng)
+            self._chunk = self._draw(self.rng, self.chunk_records)
+            self._handed = 0
+        row = self._chunk[self._handed]
+        self._handed += 1
+        return row.tobytes() if self.record_size is not None else self.payload_list[int(row)]
+
+    def next_double(self) -> float:
+        """Draw Java's commit-point `nextDouble()` from the position after the last payload."""
+        if self._chunk is not None and self._handed < len(self._chunk):
+            self.rng = copy.copy(self._chunk_start_rng)
+            if self._handed:
+                self._draw(self.rng, self._handed)
+            self._chunk = None
+        return self.rng.next_double()
+
+    def mean_payload_bytes(self) -> float:
+        """Average payload size, for throughput in MB/s."""
+        if self.record_size is not None:
+            return float(self.record_size)
+        if self.payload_list:
+            return float(np.mean([len(p) for p in self.payload_list]))
+        return 7.0
+
+
+# ----------------------------------------------------------------------------- acknowledgements
+
+
+class AckRing:
+    """Delivery-callback state: per-record latency and sequence number in preallocated rings."""
+
+    __slots__ = ("mask", "sent_ns", "latency_ns", "acked_seq", "acked", "drained",
+                 "expired", "failed", "purged", "first_error")
+
+    def __init__(self, capacity_pow2: int):
+        size = 1 << capacity_pow2
+        self.mask = size - 1
+        self.sent_ns = np.zeros(size, dtype=np.int64)  # intended send time, by seq & mask
+        self.latency_ns = np.zeros(size, dtype=np.int64)  # by ack number & mask
+        self.acked_seq = np.zeros(size, dtype=np.int64)
+        self.acked = 0
+        self.drained = 0
+        self.expired = 0
+        self.failed = 0
+        self.purged = 0
+        self.first_error: str | None = None
+
+    def on_delivery(self, error, message) -> None:
+        """confluent-kafka delivery callback: a few array stores per record, nothing more."""
+        if error is None:
+            seq = int(message.key())
+            slot = self.acked & self.mask
+            self.latency_ns[slot] = time.perf_counter_ns() - self.sent_ns[seq & self.mask]
+            self.acked_seq[slot] = seq
+            self.acked += 1
+            return
+        code = error.code()
+        if code in _PURGED:
+            self.purged += 1  # unsent records of an aborted transaction: Java drops them too
+            return
+        if code == KafkaError._MSG_TIMED_OUT:
+            self.expired += 1
+        else:
+            self.failed += 1
+        if self.first_error is None:
+            self.first_error = error.str()
+
+    def take(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return (latencies in ns, sequence numbers) acknowledged since the last take."""
+        start, end = self.drained, self.acked
+        self.drained = end
+        if end - start > self.mask:
+            raise ProduceFailed("acknowledgement ring overflowed; raise the ring size")
+        lo, hi = start & self.mask, end & self.mask
+        if lo <= hi and end - start < self.mask + 1:
+            return self.latency_ns[lo:hi].copy(), self.acked_seq[lo:hi].copy()
+        return (np.concatenate((self.latency_ns[lo:], self.latency_ns[:hi])),
+                np.concatenate((self.acked_seq[lo:], self.acked_seq[:hi])))
+
+
+# ----------------------------------------------------------------------------- summary
+
+
+@dataclass
+class TransactionTally:
+    """Transactions and their records, by outcome."""
+
+    committed: int = 0
+    aborted: int = 0
+    aborted_by_ratio: int = 0
+    aborted_by_expiry: int = 0
+    records_committed: int = 0
+    records_aborted: int = 0
+    decisions: list[bool] = field(default_factory=list)  # True = aborted, in commit-point order
+
+
+@dataclass
+class ProduceSummary:
+    """The machine-readable result of one run (`--output-json`)."""
+
+    run_id: str
+    topic: str
+    bootstrap: str
+    transactional_id: str | None
+    seed: int
+    transaction_abort_ratio: float
+    first_seq: int
+    records_sent: int
+    records_acked: int
+    records_committed: int
+    records_aborted: int
+    records_expired: int
+    records_failed: int
+    transactions_committed: int
+    transactions_aborted: int
+    transactions_aborted_by_ratio: int
+    transactions_aborted_by_expiry: int
+    abort_overhead_ratio: float | None
+    goodput_records_per_sec: float
+    total: LatencySummary
+    steady_state: LatencySummary | None
+    abort_decisions: list[bool]
+    first_error: str | None
+
+    def to_json(self) -> str:
+        """Serialise as indented JSON."""
+        return json.dumps(asdict(self), indent=2)
+
+
+# ----------------------------------------------------------------------------- resume
+
+
+def find_resume_point(bootstrap: str, topic: str, run_id: str | None, timeout_s: float = 30.0) -> tuple[int, str | None]:
+    """Return (next sequence number, run id) after the newest committed record of a load.
+
+    Only the tail of each partition is read (read_committed, widening the window until a
+    record of the load turns up), so resuming a load of millions of records costs little.
+    With no run id given, the newest committed record names the load to resume.
+    """
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"eosbench-resume-{topic}",
+        "isolation.level": "read_committed", "enable.auto.commit": False,
+        "enable.partition.eof": True,
+    }, logger=_CLIENT_LOG)
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return 0, run_id
+        tails: list[tuple[int, int, str]] = []  # (timestamp, seq, run id)
+        for partition in metadata.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
+            window = 1024
+            while True:
+                start = max(low, high - window)
+                found = _read_range(consumer, topic, partition, start, timeout_s)
+                mine = [r for r in found if run_id is None or r[2] == run_id]
+                if mine or start == low:
+                    tails.extend(mine)
+                    break
+                window *= 4
+        if not tails:
+            return 0, run_id
+        if run_id is None:
+            run_id = max(tails)[2]
+            tails = [r for r in tails if r[2] == run_id]
+        return max(seq for _, seq, _ in tails) + 1, run_id
+    finally:
+        consumer.close()
+
+
+def _read_range(consumer: Consumer, topic: str, partition: int, start: int, timeout_s: float) -> list[tuple[int, int, str]]:
+    consumer.assign([TopicPartition(topic, partition, start)])
+    records = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        message = consumer.poll(1.0)
+        if message is None:
+            continue
+        if message.error():
+            if message.error().code() == KafkaError._PARTITION_EOF:
+                break
+            raise ProduceFailed(f"reading {topic}[{partition}] to resume: {message.error().str()}")
+        headers = dict(message.headers() or [])
+        if RUN_ID_HEADER in headers and message.key() is not None:
+            records.append((message.timestamp()[1], int(message.key()), headers[RUN_ID_HEADER].decode()))
+    return records
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+class ProducerPerformance:
+    """One run of `eosbench produce`."""
+
+    def __init__(self, settings: ProduceSettings, out: TextIO = sys.stdout,
+                 metrics: ProducerMetrics | None = None,
+                 progress: Callable[[int, int], None] | None = None):
+        self.settings = settings
+        self.out = out
+        self.progress = progress
+        self.client_config = settings.client_config()
+        self.transactional = settings.transactions_enabled
+        self.duration_ms = settings.effective_transaction_duration_ms
+        self.records_per_transaction = settings.records_per_transaction
+        queue_limit = int(self.client_config.get("queue.buffering.max.messages", 100_000))
+        self.acks = AckRing(max(20, int(np.ceil(np.log2(max(2, queue_limit) * 4)))))
+        self.tally = TransactionTally()
+        self.run_id = settings.run_id or uuid.uuid4().hex[:12]
+        self.metrics = metrics or (
+            ProducerMetrics(self.run_id, settings.transaction_abort_ratio) if settings.metrics_port else None
+        )
+        self.client_stats: dict = {}
+        if settings.print_metrics:
+            self.client_config["statistics.interval.ms"] = str(min(settings.reporting_interval, 1000))
+
+    # .................................................................. client
+
+    def _new_producer(self) -> Producer:
+        try:
+            return Producer(self.client_config, logger=_CLIENT_LOG, stats_cb=self._keep_client_stats)
+        except KafkaException as exc:
+            raise ProduceFailed(f"invalid producer configuration: {exc.args[0].str()}") from exc
+
+    def _keep_client_stats(self, stats_json: str) -> None:
+        self.client_stats = json.loads(stats_json)
+
+    def _end_transaction(self, producer: Producer, commit: bool) -> bool:
+        """Commit or abort; return True if it committed. An expiry turns a commit into an abort."""
+        call = producer.commit_transaction if commit else producer.abort_transaction
+        deadline = time.monotonic() + 10 * TRANSACTION_CALL_TIMEOUT_S
+        while True:
+            try:
+                call(TRANSACTION_CALL_TIMEOUT_S)
+                return commit
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if error.fatal():
+                    raise ProduceFailed(
+                        f"transactional.id {self.client_config['transactional.id']}: {error.str()}"
+                        " (fenced by a newer producer, or a fatal client error)"
+                    ) from exc
+                if commit and error.txn_requires_abort():
+                    call, commit = producer.abort_transaction, False
+                    continue
+                if error.retriable() and time.monotonic() < deadline:
+                    continue  # e.g. the broker is paused: the same call resumes where it was
+                raise ProduceFailed(f"cannot {'commit' if commit else 'abort'} a transaction: {error.str()}") from exc
+
+    # .................................................................. loop
+
+    def run(self) -> ProduceSummary:
+        """Produce every record, print Java's lines, and return the summary."""
+        s = self.settings
+        if self.metrics and s.metrics_port:
+            try:
+                self.metrics.serve(s.metrics_port, s.metrics_host)
+            except OSError as exc:
+                raise ProduceFailed(f"cannot serve metrics on {s.metrics_host}:{s.metrics_port}: {exc.strerror}") from exc
+        producer = self._new_producer()
+        if self.transactional:
+            try:
+                producer.init_transactions(TRANSACTION_CALL_TIMEOUT_S)
+            except KafkaException as exc:
+                raise ProduceFailed(f"init_transactions failed at {s.bootstrap}: {exc.args[0].str()}") from exc
+
+        first_seq = 0
+        if s.resume:
+            # init_transactions above fenced the interrupted producer and aborted its open
+            # transaction, so the committed tail is now final.
+            first_seq, found_run_id = find_resume_point(s.bootstrap, s.topic, s.run_id)
+            self.run_id = found_run_id or self.run_id
+            print(f"Resuming run {self.run_id} at sequence number {first_seq}.", file=self.out, flush=True)
+        num_records = max(0, s.num_records - first_seq)
+        warmup = max(0, s.warmup_records - first_seq)
+
+        chunk = PAYLOAD_CHUNK_RECORDS if not self.records_per_transaction else min(PAYLOAD_CHUNK_RECORDS, self.records_per_transaction)
+        payloads = PayloadSource(s, SplittableRandom(s.seed), chunk)
+        payload_bytes = payloads.mean_payload_bytes()
+        headers = [(RUN_ID_HEADER, str(self.run_id).encode())]
+        topic = s.topic
+        acks = self.acks
+        on_delivery = acks.on_delivery
+        mask = acks.mask
+        sent_ns = acks.sent_ns
+        produce = producer.produce
+        poll = producer.poll
+
+        if warmup > 0:
+            print(f"Warmup first {warmup} records. Steady state results will print after the complete test summary.",
+                  file=self.out, flush=True)
+        stats = PerfStats(max(1, num_records), s.reporting_interval, steady_state=False, out=self.out)
+        steady: PerfStats | None = None
+        steady_first_seq = first_seq + warmup
+
+        def drain() -> None:
+            latency_ns, seqs = acks.take()
+            if latency_ns.size == 0:
+                stats.maybe_report(now_ms())
+                if steady:
+                    steady.maybe_report(now_ms())
+                return
+            latency_ms = latency_ns / 1e6
+            at = now_ms()
+            stats.record_many(latency_ms, int(latency_ms.size * payload_bytes), at)
+            if steady is not None:
+                in_steady = latency_ms[seqs >= steady_first_seq]
+                steady.record_many(in_steady, int(in_steady.size * payload_bytes), at)
+            if self.metrics:
+                self.metrics.send_latency.observe_many(latency_ns / 1e9)
+            if self.progress:
+                self.progress(acks.acked, num_records)
+
+        throttled = s.throughput > 0
+        interval_ns = int(1e9 / s.throughput) if throttled else 0
+        txn_records = 0
+        txn_start_ms = 0
+        txn_start_s = 0.0
+        sent = 0
+
+        def commit_point() -> None:
+            nonlocal txn_records
+            abort = s.transaction_abort_ratio > 0.0 and payloads.next_double() < s.transaction_abort_ratio
+            expired_before = acks.expired
+            committed = self._end_transaction(producer, commit=not abort)
+            self.tally.decisions.append(abort)
+            outcome = "committed" if committed else "aborted"
+            if committed:
+                self.tally.committed += 1
+                self.tally.records_committed += txn_records
+            else:
+                self.tally.aborted += 1
+                self.tally.records_aborted += txn_records
+                if abort:
+                    self.tally.aborted_by_ratio += 1
+                elif acks.expired > expired_before or acks.failed:
+                    self.tally.aborted_by_expiry += 1
+            if self.metrics:
+                self.metrics.transaction_ended(outcome, txn_records, time.monotonic() - txn_start_s)
+                self.metrics.set_abort_overhead(sent, self.tally.records_committed)
+            txn_records = 0
+
+        start_ns = time.perf_counter_ns()
+        for i in range(num_records):
+            payload = payloads.payload(first_seq + i)
+            if self.transactional and txn_records == 0:
+                producer.begin_transaction()
+                txn_start_ms = now_ms()
+                txn_start_s = time.monotonic()
+            if i == warmup and warmup > 0:
+                steady = PerfStats(num_records - warmup, s.reporting_interval, steady_state=True, out=self.out)
+                stats.suppress_print = True
+            seq = first_seq + i
+            if throttled:
+                intended = start_ns + i * interval_ns
+                ahead = intended - time.perf_counter_ns()
+                if ahead > 200_000:
+                    time.sleep(ahead / 1e9)
+            else:
+                intended = time.perf_counter_ns()
+            sent_ns[seq & mask] = intended
+            while True:
+                try:
+                    produce(topic, payload, str(seq).encode(), headers=headers, on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    poll(0.005)  # the local queue is full: serve callbacks until there is room
+            sent += 1
+            txn_records += 1
+            if self.transactional and (
+                (self.records_per_transaction is not None and txn_records >= self.records_per_transaction)
+                or (self.duration_ms is not None and now_ms() - txn_start_ms >= self.duration_ms)
+            ):
+                commit_point()
+            if i % POLL_EVERY_RECORDS == 0:
+                poll(0)
+                drain()
+
+        if self.transactional and txn_records:
+            commit_point()
+        producer.flush(TRANSACTION_CALL_TIMEOUT_S * 10)
+        drain()
+        if not self.transactional:
+            self.tally.records_committed = acks.acked
+            if self.metrics:
+                self.metrics.records_committed_without_transactions(acks.acked)
+        if self.metrics:
+            self.metrics.expired(acks.expired)
+            self.metrics.set_abort_overhead(sent, self.tally.records_committed)
+
+        total = stats.print_total()
+        steady_total = steady.print_total() if steady is not None else None
+        self._report_outcomes(sent)
+        if s.print_metrics:
+            self._print_client_metrics(producer)
+        return ProduceSummary(
+            run_id=str(self.run_id), topic=topic, bootstrap=s.bootstrap,
+            transactional_id=self.client_config.get("transactional.id"), seed=s.seed,
+            transaction_abort_ratio=s.transaction_abort_ratio, first_seq=first_seq,
+            records_sent=sent, records_acked=acks.acked,
+            records_committed=self.tally.records_committed, records_aborted=self.tally.records_aborted,
+            records_expired=acks.expired, records_failed=acks.failed,
+            transactions_committed=self.tally.committed, transactions_aborted=self.tally.aborted,
+            transactions_aborted_by_ratio=self.tally.aborted_by_ratio,
+            transactions_aborted_by_expiry=self.tally.aborted_by_expiry,
+            abort_overhead_ratio=(sent / self.tally.records_committed - 1.0) if self.tally.records_committed else None,
+            goodput_records_per_sec=self.tally.records_committed / total.elapsed_s if total.elapsed_s else 0.0,
+            total=total, steady_state=steady_total, abort_decisions=self.tally.decisions,
+            first_error=acks.first_error,
+        )
+
+    def _report_outcomes(self, sent: int) -> None:
+        t = self.tally
+        if self.transactional:
+            print(f"{t.committed} transactions committed ({t.records_committed} records),"
+                  f" {t.aborted} aborted ({t.records_aborted} records): {t.aborted_by_ratio} by"
+                  f" --transaction-abort-ratio, {t.aborted_by_expiry} by delivery failures.",
+                  file=self.out, flush=True)
+        if self.acks.expired or self.acks.failed:
+            print(f"{self.acks.expired} records expired (delivery.timeout.ms), {self.acks.failed} failed:"
+                  f" {self.acks.first_error}. "
+                  + ("Their transactions were aborted; nothing partial is visible." if self.transactional
+                     else "They were not written."),
+                  file=self.out, flush=True)
+
+    def _print_client_metrics(self, producer: Producer) -> None:
+        """Print librdkafka's counters, in the two-column spirit of Java's --print-metrics."""
+        producer.poll(0)  # serve a pending statistics callback
+        stats = self.client_stats
+        rows = {f"producer-metrics:{key}": float(stats[key]) for key in
+                ("txmsgs", "txmsg_bytes", "tx", "txretries", "txerrs", "msg_cnt", "msg_max") if key in stats}
+        rows["producer-metrics:record-expired-total"] = float(self.acks.expired)
+        rows["producer-metrics:record-error-total"] = float(self.acks.failed)
+        for broker in stats.get("brokers", {}).values():
+            if broker.get("nodeid", -1) < 0:
+                continue
+            for window in ("rtt", "int_latency", "outbuf_latency"):
+                for figure in ("avg", "p99"):
+                    value = broker.get(window, {}).get(figure)
+                    if value is not None:
+                        rows[f"producer-node-metrics:{window}-{figure}-us:node-{broker['nodeid']}"] = float(value)
+        print(f"{'Metric Name':<70}Value", file=self.out)
+        for name, value in sorted(rows.items()):
+            print(f"{name:<70}: {value:.3f}", file=self.out)

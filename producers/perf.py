@@ -176,6 +176,7 @@ class TransactionTally:
     records_committed: int = 0
     records_aborted: int = 0
     decisions: list[bool] = field(default_factory=list)  # True = aborted, in commit-point order
+    log: list[tuple[int, int, str]] = field(default_factory=list)  # (first seq, records, outcome)
 
 
 @dataclass
@@ -204,6 +205,7 @@ class ProduceSummary:
     total: LatencySummary
     steady_state: LatencySummary | None
     abort_decisions: list[bool]
+    transactions: list[tuple[int, int, str]]
     first_error: str | None
 
     def to_json(self) -> str:
@@ -278,8 +280,10 @@ class ProducerPerformance:
 
     def __init__(self, settings: ProduceSettings, out: TextIO = sys.stdout,
                  metrics: ProducerMetrics | None = None,
-                 progress: Callable[[int, int], None] | None = None):
+                 progress: Callable[[int, int], None] | None = None,
+                 producer_factory: Callable[..., Producer] = Producer):
         self.settings = settings
+        self.producer_factory = producer_factory  # visible for testing: a fake client needs no broker
         self.out = out
         self.progress = progress
         self.client_config = settings.client_config()
@@ -301,7 +305,7 @@ class ProducerPerformance:
 
     def _new_producer(self) -> Producer:
         try:
-            return Producer(self.client_config, logger=_CLIENT_LOG, stats_cb=self._keep_client_stats)
+            return self.producer_factory(self.client_config, logger=_CLIENT_LOG, stats_cb=self._keep_client_stats)
         except KafkaException as exc:
             raise ProduceFailed(f"invalid producer configuration: {exc.args[0].str()}") from exc
 
@@ -408,6 +412,7 @@ class ProducerPerformance:
             committed = self._end_transaction(producer, commit=not abort)
             self.tally.decisions.append(abort)
             outcome = "committed" if committed else "aborted"
+            self.tally.log.append((first_seq + sent - txn_records, txn_records, outcome))
             if committed:
                 self.tally.committed += 1
                 self.tally.records_committed += txn_records
@@ -489,7 +494,7 @@ class ProducerPerformance:
             abort_overhead_ratio=(sent / self.tally.records_committed - 1.0) if self.tally.records_committed else None,
             goodput_records_per_sec=self.tally.records_committed / total.elapsed_s if total.elapsed_s else 0.0,
             total=total, steady_state=steady_total, abort_decisions=self.tally.decisions,
-            first_error=acks.first_error,
+            transactions=self.tally.log, first_error=acks.first_error,
         )
 
     def _report_outcomes(self, sent: int) -> None:

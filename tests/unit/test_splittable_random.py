@@ -311,3 +311,31 @@ def test_invalid_arguments() -> None:
         r.next_ints(26, -1)
     with pytest.raises(ValueError):
         r.next_payloads(-1, 10)
+
+
+@pytest.mark.parametrize("seed", PRODUCER_SEEDS)
+def test_produce_engine_draws_payloads_and_abort_decisions_like_java(java_output: list[str], seed: int) -> None:
+    """The whole `eosbench produce` loop (fake client) draws in Java's order: same payloads, same aborts."""
+    import io
+
+    from conf.produce_settings import ProduceSettings
+    from producers.perf import ProducerPerformance
+    from tests.unit.fake_kafka import FakeProducer
+
+    line = next(x for x in java_output if x.startswith(f"P {seed} "))
+    _, _, java_digest, java_first, java_aborts, _ = line.split(" ")
+    settings = ProduceSettings(topic="t", num_records=RECORDS, record_size=RECORD_SIZE, throughput=-1,
+                               records_per_transaction=COMMIT_EVERY, transaction_abort_ratio=ABORT_RATIO,
+                               seed=seed)
+    clients: list[FakeProducer] = []
+
+    def factory(*args, **kwargs) -> FakeProducer:
+        clients.append(FakeProducer(*args, **kwargs))
+        return clients[-1]
+
+    summary = ProducerPerformance(settings, out=io.StringIO(), producer_factory=factory).run()
+    sent = clients[0].values
+    digest = hashlib.sha256(b"".join(sent[str(i).encode()] for i in range(RECORDS)))
+    assert sent[b"0"].decode("ascii") == java_first
+    assert digest.hexdigest() == java_digest
+    assert "".join("A" if aborted else "C" for aborted in summary.abort_decisions) == java_aborts

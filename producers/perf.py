@@ -14,6 +14,8 @@ Differences from Java, each deliberate:
   every downstream check is multiset arithmetic over integers.
 - An expired record (KIP-91) inside a transaction aborts that transaction, and the summary says
   so; nothing is dropped silently.
+- A transaction chosen for abort is flushed first, so its records reach the log and are then
+  aborted, as in a real failure; Java's abortTransaction drops whatever is still unsent.
 """
 
 from __future__ import annotations
@@ -314,6 +316,11 @@ class ProducerPerformance:
 
     def _end_transaction(self, producer: Producer, commit: bool) -> bool:
         """Commit or abort; return True if it committed. An expiry turns a commit into an abort."""
+        if not commit:
+            # Write the transaction's records before aborting it, so that an abort costs what a
+            # real one does (records in the log, then an abort marker). librdkafka would
+            # otherwise purge still-queued records and the abort would cost almost nothing.
+            producer.flush(TRANSACTION_CALL_TIMEOUT_S)
         call = producer.commit_transaction if commit else producer.abort_transaction
         deadline = time.monotonic() + 10 * TRANSACTION_CALL_TIMEOUT_S
         while True:

@@ -98,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     produce_bench.add_argument("--num-records", type=_positive_int, default=1_000_000)
     produce_bench.add_argument("--record-size", type=_positive_int, default=100)
     produce_bench.add_argument("--transaction-duration-ms", type=_positive_int, default=100)
+    produce_bench.add_argument("--repeat", type=_positive_int, default=3,
+                               help="rounds of the whole matrix; medians are reported (default: 3)")
     produce_bench.add_argument("--output-dir", type=Path, default=Path("results"))
 
     demo = commands.add_parser("demo", parents=[bootstrap],
@@ -326,7 +328,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from eosbench import bench_produce
 
         bench_produce.run(bootstrap, args.num_records, args.record_size, args.transaction_duration_ms,
-                          args.output_dir)
+                          args.repeat, args.output_dir)
     return 0
 
 

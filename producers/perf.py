@@ -62,6 +62,8 @@ class PayloadSource:
     A commit-point draw must see the generator exactly where Java's would be: right after the
     last payload handed out. Chunks are drawn ahead, so at a commit point the generator is
     rewound to the chunk's start and replayed up to that payload (at most one chunk of work).
+    (Drawing the next chunk on a worker thread was measured and is slower: on two cores the
+    worker competes with librdkafka's threads and for the GIL.)
     """
 
     def __init__(self, settings: ProduceSettings, rng: SplittableRandom, chunk_records: int):
@@ -70,7 +72,7 @@ class PayloadSource:
         self.payload_list = settings.read_payloads()
         self.monotonic = settings.payload_monotonic
         self.chunk_records = chunk_records
-        self._chunk: np.ndarray | None = None
+        self._chunk: list[bytes] | None = None
         self._chunk_start_rng = copy.copy(rng)
         self._handed = 0
 
@@ -79,17 +81,24 @@ class PayloadSource:
             return rng.next_payloads(records, self.record_size)
         return rng.next_ints(len(self.payload_list), records)
 
+    def _draw_rows(self, rng: SplittableRandom, records: int) -> list[bytes]:
+        drawn = self._draw(rng, records)
+        if self.record_size is not None:
+            flat = drawn.tobytes()
+            size = self.record_size
+            return [flat[k:k + size] for k in range(0, len(flat), size)]
+        return [self.payload_list[int(index)] for index in drawn]
+
     def payload(self, index: int) -> bytes:
         """Return record `index`'s payload (records are asked for in order)."""
         if self.monotonic:
             return str(index).encode()
         if self._chunk is None or self._handed == len(self._chunk):
             self._chunk_start_rng = copy.copy(self.rng)
-            self._chunk = self._draw(self.rng, self.chunk_records)
+            self._chunk = self._draw_rows(self.rng, self.chunk_records)
             self._handed = 0
-        row = self._chunk[self._handed]
         self._handed += 1
-        return row.tobytes() if self.record_size is not None else self.payload_list[int(row)]
+        return self._chunk[self._handed - 1]
 
     def next_double(self) -> float:
         """Draw Java's commit-point `nextDouble()` from the position after the last payload."""
@@ -97,7 +106,7 @@ class PayloadSource:
             self.rng = copy.copy(self._chunk_start_rng)
             if self._handed:
                 self._draw(self.rng, self._handed)
-            self._chunk = None
+        self._chunk = None
         return self.rng.next_double()
 
     def mean_payload_bytes(self) -> float:
@@ -113,7 +122,11 @@ class PayloadSource:
 
 
 class AckRing:
-    """Delivery-callback state: per-record latency and sequence number in preallocated rings."""
+    """Delivery-callback state: per-record latency and sequence number in preallocated rings.
+
+    The rings are Python lists, not numpy arrays: storing one Python int into a list costs about
+    half of storing it into an ndarray, and this runs once per record.
+    """
 
     __slots__ = ("mask", "sent_ns", "latency_ns", "acked_seq", "acked", "drained",
                  "expired", "failed", "purged", "first_error")
@@ -121,9 +134,9 @@ class AckRing:
     def __init__(self, capacity_pow2: int):
         size = 1 << capacity_pow2
         self.mask = size - 1
-        self.sent_ns = np.zeros(size, dtype=np.int64)  # intended send time, by seq & mask
-        self.latency_ns = np.zeros(size, dtype=np.int64)  # by ack number & mask
-        self.acked_seq = np.zeros(size, dtype=np.int64)
+        self.sent_ns = [0] * size  # intended send time, by seq & mask
+        self.latency_ns = [0] * size  # by ack number & mask
+        self.acked_seq = [0] * size
         self.acked = 0
         self.drained = 0
         self.expired = 0
@@ -159,9 +172,11 @@ class AckRing:
             raise ProduceFailed("acknowledgement ring overflowed; raise the ring size")
         lo, hi = start & self.mask, end & self.mask
         if lo <= hi and end - start < self.mask + 1:
-            return self.latency_ns[lo:hi].copy(), self.acked_seq[lo:hi].copy()
-        return (np.concatenate((self.latency_ns[lo:], self.latency_ns[:hi])),
-                np.concatenate((self.acked_seq[lo:], self.acked_seq[:hi])))
+            latency, seqs = self.latency_ns[lo:hi], self.acked_seq[lo:hi]
+        else:
+            latency = self.latency_ns[lo:] + self.latency_ns[:hi]
+            seqs = self.acked_seq[lo:] + self.acked_seq[:hi]
+        return np.array(latency, dtype=np.int64), np.array(seqs, dtype=np.int64)
 
 
 # ----------------------------------------------------------------------------- summary
@@ -408,8 +423,11 @@ class ProducerPerformance:
         throttled = s.throughput > 0
         interval_ns = int(1e9 / s.throughput) if throttled else 0
         txn_records = 0
-        txn_start_ms = 0
+        txn_start_ns = 0
         txn_start_s = 0.0
+        duration_ns = self.duration_ms * 1_000_000 if self.duration_ms is not None else None
+        per_transaction = self.records_per_transaction
+        transactional = self.transactional
         sent = 0
 
         def commit_point() -> None:
@@ -438,9 +456,9 @@ class ProducerPerformance:
         start_ns = time.perf_counter_ns()
         for i in range(num_records):
             payload = payloads.payload(first_seq + i)
-            if self.transactional and txn_records == 0:
+            if transactional and txn_records == 0:
                 producer.begin_transaction()
-                txn_start_ms = now_ms()
+                txn_start_ns = time.perf_counter_ns()
                 txn_start_s = time.monotonic()
             if i == warmup and warmup > 0:
                 steady = PerfStats(num_records - warmup, s.reporting_interval, steady_state=True, out=self.out)
@@ -462,9 +480,10 @@ class ProducerPerformance:
                     poll(0.005)  # the local queue is full: serve callbacks until there is room
             sent += 1
             txn_records += 1
-            if self.transactional and (
-                (self.records_per_transaction is not None and txn_records >= self.records_per_transaction)
-                or (self.duration_ms is not None and now_ms() - txn_start_ms >= self.duration_ms)
+            # Java compares the send time with the transaction's start after each send.
+            if transactional and (
+                (per_transaction is not None and txn_records >= per_transaction)
+                or (duration_ns is not None and intended - txn_start_ns >= duration_ns)
             ):
                 commit_point()
             if i % POLL_EVERY_RECORDS == 0:

@@ -1,8 +1,9 @@
 """`eosbench demo`: the quick start's main job on the embedded local broker.
 
-At this stage of the project the pipeline is: start the broker, create a topic, write committed
-and aborted transactions, read the topic back through Spark with read_committed (and with
-read_uncommitted, to show that the aborted data existed), and compare the ids as multisets.
+At this stage of the project the pipeline is: start the broker, create a topic, fill it with
+`eosbench produce` (seeded, a share of its transactions aborted), read the topic back through
+Spark with read_committed (and with read_uncommitted, to show that the aborted data existed),
+and compare the ids as multisets.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from conf.settings import ClusterSettings
 from eosbench.broker import LocalCluster
 from eosbench.kafka_admin import cluster_metadata, create_topic, delete_topics
 from eosbench.spark import spark_session
-from producers.transactional_fill import plan_transactions, write_transactions
+from conf.produce_settings import ProduceSettings
+from producers.perf import ProducerPerformance
 from streaming.reader import read_topic, sequence_number_counts
 
 DEMO_TOPIC_PREFIX = "eosbench-demo-"
@@ -72,9 +74,16 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     create_topic(bootstrap, topic, options.partitions, replication)
 
     clock = time.monotonic()
-    plan = plan_transactions(options.records, options.records_per_transaction, options.abort_ratio, options.seed)
-    console.print(f"[dim]writing {len(plan)} transactions of up to {options.records_per_transaction} records…[/]")
-    filled = write_transactions(bootstrap, topic, plan, f"eosbench.demo.{run_id}", run_id, seed=options.seed)
+    console.print(f"[dim]eosbench produce: {options.records:,} records in transactions of"
+                  f" {options.records_per_transaction:,}, abort ratio {options.abort_ratio}…[/]")
+    produced = ProducerPerformance(ProduceSettings(
+        topic=topic, bootstrap_server=bootstrap, num_records=options.records, record_size=100, throughput=-1,
+        records_per_transaction=options.records_per_transaction, transaction_abort_ratio=options.abort_ratio,
+        seed=options.seed, transactional_id=f"eosbench.demo.{run_id}", run_id=run_id,
+        producer_props=("acks=all",),
+    )).run()
+    committed_ids = [seq for first, count, outcome in produced.transactions if outcome == "committed"
+                     for seq in range(first, first + count)]
     timings["transactional writes"] = time.monotonic() - clock
 
     clock = time.monotonic()
@@ -87,17 +96,17 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     uncommitted_count = read_topic(spark, bootstrap, topic, "read_uncommitted").count()
     timings["spark reads"] = time.monotonic() - clock
 
-    expected = Counter(filled.committed)
-    ok = committed_view == expected and uncommitted_count == len(filled.committed) + len(filled.aborted)
+    expected = Counter(committed_ids)
+    ok = committed_view == expected and uncommitted_count == produced.records_committed + produced.records_aborted
     result = DemoResult(
         bootstrap=bootstrap,
-        committed_records=len(filled.committed),
-        aborted_records=len(filled.aborted),
+        committed_records=produced.records_committed,
+        aborted_records=produced.records_aborted,
         read_committed_records=sum(committed_view.values()),
         read_uncommitted_records=uncommitted_count,
         ok=ok,
     )
-    _print_summary(console, topic, options, filled.transactions_committed, filled.transactions_aborted,
+    _print_summary(console, topic, options, produced.transactions_committed, produced.transactions_aborted,
                    result, committed_view, expected, timings)
     return result
 

@@ -16,12 +16,12 @@ from pathlib import Path
 from conf.produce_settings import ProduceSettings
 from producers.perf import ProducerPerformance
 from tests.integration.kafka_reads import read_all, sequence_numbers
+from tests.integration.produce_helpers import committed_ids
 
 
-def committed_sequence_numbers(summary) -> Counter:
-    """The sequence numbers of every transaction the tool reports as committed."""
-    return Counter(seq for first, n, outcome in summary["transactions"] if outcome == "committed"
-                   for seq in range(first, first + n))
+def committed_sequence_numbers(summary: dict) -> Counter:
+    """The sequence numbers of every transaction a JSON summary reports as committed."""
+    return committed_ids(summary["transactions"])
 
 
 def start_produce(*flags: str) -> subprocess.Popen:

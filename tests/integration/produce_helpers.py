@@ -1,0 +1,31 @@
+"""Fill topics with the real seeded producer, and name what it committed."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+
+from conf.produce_settings import ProduceSettings
+from producers.perf import ProduceSummary, ProducerPerformance
+
+
+def produce(bootstrap: str, topic: str, num_records: int, records_per_transaction: int,
+            abort_ratio: float = 0.0, seed: int = 0, **extra) -> ProduceSummary:
+    """Run `eosbench produce` in-process with deterministic commit points; quiet output."""
+    settings = ProduceSettings(topic=topic, bootstrap_server=bootstrap, num_records=num_records, record_size=100,
+                               throughput=-1, records_per_transaction=records_per_transaction,
+                               transaction_abort_ratio=abort_ratio, seed=seed, transactional_id=f"{topic}.fill",
+                               producer_props=("acks=all",), **extra)
+    return ProducerPerformance(settings, out=io.StringIO()).run()
+
+
+def committed_ids(transactions) -> Counter:
+    """The sequence numbers of every transaction logged as committed."""
+    return Counter(seq for first, n, outcome in transactions if outcome == "committed"
+                   for seq in range(first, first + n))
+
+
+def aborted_ids(transactions) -> Counter:
+    """The sequence numbers of every transaction logged as aborted."""
+    return Counter(seq for first, n, outcome in transactions if outcome == "aborted"
+                   for seq in range(first, first + n))

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 import sys
 import time
 import uuid
@@ -34,6 +33,7 @@ import numpy as np
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from conf.produce_settings import ProduceSettings
+from producers.client_log import CLIENT_LOG
 from producers.metrics import ProducerMetrics
 from producers.perf_stats import LatencySummary, PerfStats, now_ms
 from producers.splittable_random import SplittableRandom
@@ -44,9 +44,6 @@ POLL_EVERY_RECORDS = 256
 TRANSACTION_CALL_TIMEOUT_S = 60.0
 
 _PURGED = {KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
-_CLIENT_LOG = logging.getLogger("producers.kafka_client")
-_CLIENT_LOG.addHandler(logging.NullHandler())
-_CLIENT_LOG.propagate = False
 
 
 class ProduceFailed(RuntimeError):
@@ -244,7 +241,7 @@ def find_resume_point(bootstrap: str, topic: str, run_id: str | None, timeout_s:
         "bootstrap.servers": bootstrap, "group.id": f"eosbench-resume-{topic}",
         "isolation.level": "read_committed", "enable.auto.commit": False,
         "enable.partition.eof": True,
-    }, logger=_CLIENT_LOG)
+    }, logger=CLIENT_LOG)
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if metadata is None or metadata.error is not None:
@@ -322,7 +319,7 @@ class ProducerPerformance:
 
     def _new_producer(self) -> Producer:
         try:
-            return self.producer_factory(self.client_config, logger=_CLIENT_LOG, stats_cb=self._keep_client_stats)
+            return self.producer_factory(self.client_config, logger=CLIENT_LOG, stats_cb=self._keep_client_stats)
         except KafkaException as exc:
             raise ProduceFailed(f"invalid producer configuration: {exc.args[0].str()}") from exc
 

@@ -8,7 +8,6 @@ another, so the figures are the protocol's floor per iteration, not a load test 
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,8 +16,9 @@ from typing import Literal
 import numpy as np
 from confluent_kafka import Producer
 
+from producers.client_log import CLIENT_LOG
+
 Mode = Literal["base", "tx"]
-_CLIENT_LOG = logging.getLogger("producers.kafka_client")
 
 
 @dataclass
@@ -46,7 +46,7 @@ class WriteBench:
         config = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": "0", **(extra_config or {})}
         if mode == "tx":
             config["transactional.id"] = transactional_id
-        self.producer = Producer(config, logger=_CLIENT_LOG)
+        self.producer = Producer(config, logger=CLIENT_LOG)
         self.mode = mode
         self.topics = topics
         self.failures = 0

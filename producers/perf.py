@@ -421,7 +421,7 @@ class ProducerPerformance:
         interval_ns = int(1e9 / s.throughput) if throttled else 0
         txn_records = 0
         txn_start_ns = 0
-        txn_start_s = 0.0
+        txn_failures_at_begin = 0
         duration_ns = self.duration_ms * 1_000_000 if self.duration_ms is not None else None
         per_transaction = self.records_per_transaction
         transactional = self.transactional
@@ -430,7 +430,6 @@ class ProducerPerformance:
         def commit_point() -> None:
             nonlocal txn_records
             abort = s.transaction_abort_ratio > 0.0 and payloads.next_double() < s.transaction_abort_ratio
-            expired_before = acks.expired
             committed = self._end_transaction(producer, commit=not abort)
             self.tally.decisions.append(abort)
             outcome = "committed" if committed else "aborted"
@@ -443,10 +442,10 @@ class ProducerPerformance:
                 self.tally.records_aborted += txn_records
                 if abort:
                     self.tally.aborted_by_ratio += 1
-                elif acks.expired > expired_before or acks.failed:
+                elif acks.expired + acks.failed > txn_failures_at_begin:
                     self.tally.aborted_by_expiry += 1
             if self.metrics:
-                self.metrics.transaction_ended(outcome, txn_records, time.monotonic() - txn_start_s)
+                self.metrics.transaction_ended(outcome, txn_records, (time.perf_counter_ns() - txn_start_ns) / 1e9)
                 self.metrics.set_abort_overhead(sent, self.tally.records_committed)
             txn_records = 0
 
@@ -456,7 +455,7 @@ class ProducerPerformance:
             if transactional and txn_records == 0:
                 producer.begin_transaction()
                 txn_start_ns = time.perf_counter_ns()
-                txn_start_s = time.monotonic()
+                txn_failures_at_begin = acks.expired + acks.failed
             if i == warmup and warmup > 0:
                 steady = PerfStats(num_records - warmup, s.reporting_interval, steady_state=True, out=self.out)
                 stats.suppress_print = True

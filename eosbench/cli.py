@@ -84,6 +84,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_produce_parser(commands)
 
+    from streaming.job import add_stream_arguments
+
+    stream = commands.add_parser("stream", help="the exactly-once Structured Streaming job, local master and cached jars")
+    add_stream_arguments(stream)
+
+    verify = commands.add_parser("verify", parents=[bootstrap],
+                                 help="prove no duplicate, no loss, no aborted read (JSON report, exit 1 on violation)")
+    verify.add_argument("--input-topic", required=True)
+    verify.add_argument("--output-topic", required=True)
+    verify.add_argument("--app-id", help="also check that this sink group's offsets reached the input's end")
+    verify.add_argument("--dead-letter-topic", help="dead-lettered records count as delivered (default: <output>.dlq)")
+
     bench = commands.add_parser("bench", help="benchmarks that print ratios measured side by side")
     benches = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
     writes = benches.add_parser("writes", parents=[bootstrap],
@@ -316,6 +328,44 @@ def cmd_produce(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stream(args: argparse.Namespace) -> int:
+    """Handle `eosbench stream`: the streaming job with cached jars on a local master."""
+    from eosbench.kafka_admin import cluster_metadata, create_topic, describe_topic
+    from eosbench.spark import spark_session
+    from streaming import job
+
+    try:
+        settings = job.settings_from_args(args)
+    except ValidationError as exc:
+        raise BadInput(_first_validation_error(exc)) from exc
+    describe_topic(settings.bootstrap_server, settings.input_topic)
+    describe_topic(settings.bootstrap_server, settings.output_topic)
+    if settings.sink != "delta" and settings.dead_letter not in cluster_metadata(settings.bootstrap_server).topics:
+        create_topic(settings.bootstrap_server, settings.dead_letter, 1, 1)
+    spark = spark_session(f"eosbench-stream-{settings.app_id}")
+    summary = job.run(spark, settings)
+    print(summary.to_json())
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Handle `eosbench verify`: print the JSON report; exit 1 on any violation."""
+    from eosbench.kafka_admin import cluster_metadata, describe_topic
+    from streaming.verify import verify
+
+    bootstrap = args.bootstrap or DEFAULT_BOOTSTRAP
+    describe_topic(bootstrap, args.input_topic)
+    describe_topic(bootstrap, args.output_topic)
+    report = verify(bootstrap, args.input_topic, args.output_topic, args.app_id,
+                    args.dead_letter_topic or f"{args.output_topic}.dlq",
+                    topic_exists=lambda name: name in cluster_metadata(bootstrap).topics)
+    print(report.to_json())
+    if not report.ok:
+        print(f"eosbench: verify failed: {'; '.join(report.violations)}", file=sys.stderr)
+        return EXIT_CHECK_FAILED
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Handle `eosbench bench writes|produce`."""
     bootstrap = args.bootstrap or DEFAULT_BOOTSTRAP
@@ -333,7 +383,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 HANDLERS = {"broker": cmd_broker, "topics": cmd_topics, "setup": cmd_setup, "demo": cmd_demo,
-            "produce": cmd_produce, "bench": cmd_bench}
+            "produce": cmd_produce, "bench": cmd_bench, "stream": cmd_stream, "verify": cmd_verify}
 
 
 def _first_validation_error(exc: ValidationError) -> str:

@@ -14,7 +14,9 @@ from pyspark.sql import SparkSession
 
 from conf.settings import console_log4j_config
 
-DEFAULT_MASTER = "local[2]"
+# Two threads, and up to four attempts per task: local mode otherwise never retries a failed
+# task, and task retry is part of the exactly-once protocol being measured.
+DEFAULT_MASTER = "local[2,4]"
 
 # Modest on purpose: the brokers, the Python workers and Spark share two cores and the tests
 # run all of them at once.

@@ -1,0 +1,87 @@
+"""Settings of the streaming job (`eosbench stream` and `spark-submit streaming/job.py`)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from conf.settings import DEFAULT_BOOTSTRAP, SettingsError, parse_kv_pairs
+
+Sink = Literal["kafka-eos", "kafka-alo", "delta"]
+TxnScope = Literal["partition", "batch"]
+Process = Literal["passthrough", "checksum", "enrich"]
+StartingOffsets = Literal["earliest", "latest", "group"]
+_INTERVAL = re.compile(r"^\d+(\.\d+)?\s*(ms|milliseconds?|s|seconds?|min|minutes?)$")
+
+
+class StreamSettings(BaseModel):
+    """One field per stream flag; cross-field rules are checked on construction."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_topic: str
+    output_topic: str
+    bootstrap_server: str = DEFAULT_BOOTSTRAP
+    app_id: str = "eosbench"
+    sink: Sink = "kafka-eos"
+    txn_scope: TxnScope = "partition"
+    pre_register_partitions: bool = False
+    process: Process = "passthrough"
+    trigger: str = "available-now"
+    checkpoint: Path | None = None
+    starting_offsets: StartingOffsets = "earliest"
+    max_offsets_per_trigger: int | None = None
+    dead_letter_topic: str | None = None
+    delta_path: Path | None = None
+    producer_props: tuple[str, ...] = ()
+    max_retries: int = 5
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    output_json: Path | None = None
+    timeout_s: float | None = None
+
+    @model_validator(mode="after")
+    def _rules(self) -> StreamSettings:
+        if self.trigger != "available-now" and not _INTERVAL.match(self.trigger):
+            raise SettingsError(f"--trigger must be available-now or an interval such as '1 second', got {self.trigger!r}")
+        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger <= 0:
+            raise SettingsError("--max-offsets-per-trigger must be positive")
+        if self.input_topic == self.output_topic:
+            raise SettingsError("--input-topic and --output-topic must differ")
+        if self.sink == "delta" and self.delta_path is None:
+            raise SettingsError("--sink delta needs --delta-path")
+        if self.pre_register_partitions and self.sink != "kafka-eos":
+            raise SettingsError("--pre-register-partitions applies to --sink kafka-eos only")
+        if self.max_retries < 0:
+            raise SettingsError("--max-retries must be at least 0")
+        parse_kv_pairs(list(self.producer_props))
+        return self
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """The checkpoint folder (default: ./checkpoints/<app-id>)."""
+        return self.checkpoint or Path("checkpoints") / self.app_id
+
+    @property
+    def group_id(self) -> str:
+        """The sink's consumer group: the app id."""
+        return self.app_id
+
+    @property
+    def dead_letter(self) -> str:
+        """The topic that receives records `process` rejects."""
+        return self.dead_letter_topic or f"{self.output_topic}.dlq"
+
+    def producer_config(self) -> dict[str, str]:
+        """Client configuration shared by every sink producer (transactional.id is per task)."""
+        return {
+            "bootstrap.servers": self.bootstrap_server,
+            "linger.ms": "5",
+            # Java's partitioner, so that keys land where a Java producer would put them.
+            "partitioner": "murmur2_random",
+            "transaction.timeout.ms": "60000",
+            **parse_kv_pairs(list(self.producer_props)),
+        }

@@ -1,0 +1,25 @@
+"""Read a micro-batch's end offsets from the query's own offset log.
+
+Spark writes `<checkpoint>/offsets/<batchId>` before it runs the batch: a version line, a
+metadata line, then one JSON line per source, `{"<topic>": {"<partition>": <end offset>}}`.
+The sink commits exactly these ends with each transaction, so the group's offsets match the
+input's end offsets even when a slice ends in aborted records or transaction markers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def batch_end_offsets(checkpoint_dir: Path, batch_id: int, topic: str) -> dict[int, int]:
+    """Return {partition: end offset (exclusive)} of one batch for one topic."""
+    path = Path(checkpoint_dir) / "offsets" / str(batch_id)
+    lines = path.read_text().splitlines()
+    for line in lines[2:]:
+        if not line.strip() or line.strip() == "-":
+            continue
+        offsets = json.loads(line)
+        if topic in offsets:
+            return {int(partition): int(end) for partition, end in offsets[topic].items()}
+    raise FileNotFoundError(f"no offsets for {topic} in {path}")

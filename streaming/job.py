@@ -1,0 +1,205 @@
+"""The exactly-once Structured Streaming job: read_committed Kafka in, process, sink out.
+
+Runs directly under spark-submit (the jars come from its command line):
+
+    spark-submit --jars <spark-sql-kafka, delta, ...> streaming/job.py \\
+        --input-topic in --output-topic out [--sink kafka-eos|kafka-alo|delta] ...
+
+`eosbench stream` runs the same job with the cached jars and a local master. The job assumes
+that `python` on the executors can import this repository's packages (PYSPARK_PYTHON is set
+to the driver's interpreter by streaming/session.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # `spark-submit streaming/job.py`: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from conf.settings import DEFAULT_BOOTSTRAP  # noqa: E402
+from conf.stream_settings import StreamSettings  # noqa: E402
+from streaming.stats import BatchStats, histogram_percentile  # noqa: E402
+
+
+def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
+    """The stream flags, shared by `spark-submit streaming/job.py` and `eosbench stream`."""
+    parser.add_argument("--input-topic", required=True)
+    parser.add_argument("--output-topic", required=True)
+    parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT")
+    parser.add_argument("--app-id", default="eosbench", help="consumer group and transactional-id prefix")
+    parser.add_argument("--sink", choices=("kafka-eos", "kafka-alo", "delta"), default="kafka-eos")
+    parser.add_argument("--txn-scope", choices=("partition", "batch"), default="partition")
+    parser.add_argument("--pre-register-partitions", action="store_true")
+    parser.add_argument("--process", choices=("passthrough", "checksum", "enrich"), default="passthrough")
+    parser.add_argument("--trigger", default="available-now", help="available-now, or an interval such as '1 second'")
+    parser.add_argument("--checkpoint", type=Path, help="checkpoint folder (default: checkpoints/<app-id>)")
+    parser.add_argument("--starting-offsets", choices=("earliest", "latest", "group"), default="earliest",
+                        help="group: resume from the sink's committed group offsets (a lost checkpoint)")
+    parser.add_argument("--max-offsets-per-trigger", type=int)
+    parser.add_argument("--dead-letter-topic", help="where poison records go (default: <output-topic>.dlq)")
+    parser.add_argument("--delta-path", type=Path, help="table folder for --sink delta")
+    parser.add_argument("--producer-props", nargs="+", default=[], metavar="K=V", help="sink producer properties")
+    parser.add_argument("--max-retries", type=int, default=5, help="transaction retries inside a task")
+    parser.add_argument("--metrics-port", type=int)
+    parser.add_argument("--metrics-host", default="127.0.0.1")
+    parser.add_argument("--output-json", type=Path)
+    parser.add_argument("--timeout-s", type=float, help="stop an interval-triggered query after this long")
+
+
+def settings_from_args(args: argparse.Namespace) -> StreamSettings:
+    """Build StreamSettings from parsed flags (raises ValueError with a one-line message)."""
+    fields = {name: value for name, value in vars(args).items()
+              if name in StreamSettings.model_fields and value is not None}
+    fields["producer_props"] = tuple(fields.get("producer_props", ()))
+    return StreamSettings(**fields)
+
+
+# ----------------------------------------------------------------------------- source
+
+
+def group_starting_offsets(settings: StreamSettings) -> str:
+    """startingOffsets JSON rebuilt from the sink group's committed offsets (earliest where none)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": settings.bootstrap_server, "group.id": settings.group_id,
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        metadata = consumer.list_topics(settings.input_topic, timeout=30).topics[settings.input_topic]
+        committed = consumer.committed([TopicPartition(settings.input_topic, p) for p in metadata.partitions],
+                                       timeout=60)
+    finally:
+        consumer.close()
+    return json.dumps({settings.input_topic: {str(tp.partition): tp.offset if tp.offset >= 0 else -2
+                                              for tp in committed}})
+
+
+def source(spark, settings: StreamSettings):
+    """The read_committed Kafka stream."""
+    starting = group_starting_offsets(settings) if settings.starting_offsets == "group" else settings.starting_offsets
+    reader = (spark.readStream.format("kafka")
+              .option("kafka.bootstrap.servers", settings.bootstrap_server)
+              .option("subscribe", settings.input_topic)
+              .option("kafka.isolation.level", "read_committed")
+              .option("startingOffsets", starting)
+              .option("includeHeaders", "true"))
+    if settings.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)
+    return reader.load()
+
+
+# ----------------------------------------------------------------------------- run
+
+
+@dataclass
+class StreamSummary:
+    """Totals over every batch of one run."""
+
+    batches: int = 0
+    records_in: int = 0
+    records_out: int = 0
+    records_dead_lettered: int = 0
+    records_skipped: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    retries: int = 0
+    seconds: float = 0.0
+    latency_p50_ms: float = 0.0
+    latency_p99_ms: float = 0.0
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    register_round_trips: int = 0
+    _latency: object = None
+
+    def add(self, batch: BatchStats) -> None:
+        """Fold one batch in."""
+        self.batches += 1
+        self.records_in += batch.records_in
+        self.records_out += batch.records_out
+        self.records_dead_lettered += batch.records_dead_lettered
+        self.records_skipped += batch.records_skipped
+        self.retries += batch.retries
+        self.register_round_trips += batch.register_round_trips
+        for outcome, count in batch.outcomes.items():
+            self.outcomes[outcome] = self.outcomes.get(outcome, 0) + count
+        for phase, seconds in batch.phase_seconds.items():
+            self.phase_seconds[phase] = self.phase_seconds.get(phase, 0.0) + seconds
+        self._latency = batch.latency_counts if self._latency is None else self._latency + batch.latency_counts
+        self.latency_p50_ms = histogram_percentile(self._latency, 0.5)
+        self.latency_p99_ms = histogram_percentile(self._latency, 0.99)
+
+    def to_json(self) -> str:
+        """Serialise without the raw histogram."""
+        return json.dumps({k: v for k, v in self.__dict__.items() if not k.startswith("_")}, indent=2)
+
+
+def print_batch(batch: BatchStats, out=sys.stdout) -> None:
+    """One line per micro-batch."""
+    print(f"batch {batch.batch_id}: {batch.records_in} in, {batch.records_out} out,"
+          f" {batch.records_dead_lettered} dead-lettered, {batch.records_skipped} skipped as replay;"
+          f" transactions {batch.outcomes}; {batch.duration_s:.2f} s; end-to-end p50"
+          f" {histogram_percentile(batch.latency_counts, 0.5):.0f} ms p99"
+          f" {histogram_percentile(batch.latency_counts, 0.99):.0f} ms", file=out, flush=True)
+
+
+def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] | None = None) -> StreamSummary:
+    """Start the query, run it to its end (available-now) or its timeout, and return the totals."""
+    from streaming.baseline_sinks import AtLeastOnceKafkaSink, IdempotentDeltaSink
+    from streaming.eos_sink import TransactionalSink
+
+    summary = StreamSummary()
+
+    def batch_done(batch: BatchStats) -> None:
+        summary.add(batch)
+        print_batch(batch)
+        if on_batch:
+            on_batch(batch)
+
+    sink = {"kafka-eos": lambda: TransactionalSink(settings, spark, batch_done),
+            "kafka-alo": lambda: AtLeastOnceKafkaSink(settings, batch_done),
+            "delta": lambda: IdempotentDeltaSink(settings, batch_done)}[settings.sink]()
+    writer = (source(spark, settings).writeStream.foreachBatch(sink)
+              .option("checkpointLocation", str(settings.checkpoint_dir.resolve()))
+              .queryName(settings.app_id))
+    writer = writer.trigger(availableNow=True) if settings.trigger == "available-now" \
+        else writer.trigger(processingTime=settings.trigger)
+    started = time.monotonic()
+    query = writer.start()
+    try:
+        if settings.trigger == "available-now" or settings.timeout_s is None:
+            query.awaitTermination()
+        elif not query.awaitTermination(settings.timeout_s):
+            query.stop()
+    except KeyboardInterrupt:
+        query.stop()
+    summary.seconds = time.monotonic() - started
+    if query.exception() is not None:
+        raise RuntimeError(f"the streaming query failed: {str(query.exception()).splitlines()[0]}")
+    if settings.output_json:
+        settings.output_json.write_text(summary.to_json())
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    """spark-submit entry point."""
+    from streaming.session import build_spark_session
+
+    parser = argparse.ArgumentParser(prog="streaming/job.py", description=__doc__.splitlines()[0])
+    add_stream_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        settings = settings_from_args(args)
+    except ValueError as exc:
+        parser.exit(2, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
+    spark = build_spark_session(f"eosbench-stream-{settings.app_id}")
+    summary = run(spark, settings)
+    print(summary.to_json())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

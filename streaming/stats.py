@@ -1,0 +1,95 @@
+"""Statistics that sink tasks return to the driver: counts, phase timings and a latency histogram.
+
+The histogram has fixed log-spaced buckets (5 % wide, HdrHistogram-style), so histograms from
+any number of tasks merge by adding their counts, and the driver never touches a record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Upper bounds in milliseconds: 1 ms * 1.05^k up to about 28 hours.
+LATENCY_BOUNDS_MS = np.concatenate(([0.0], 1.05 ** np.arange(0, 350)))
+PHASES = ("init", "register", "produce", "send_offsets", "commit")
+OUTCOMES = ("committed", "aborted", "skipped_replay", "fenced")
+
+# One row per sink task: (name, Spark DDL type). Built by hand for the executors, which have no
+# JVM to parse a DDL string with.
+STATS_FIELDS: tuple[tuple[str, str], ...] = (
+    ("topic", "string"), ("partition", "int"), ("end_offset", "bigint"), ("records_in", "bigint"),
+    ("records_out", "bigint"), ("records_dead_lettered", "bigint"), ("records_skipped", "bigint"),
+    ("outcome", "string"), ("retries", "int"), ("fenced", "int"), ("aborted", "int"),
+    *((f"phase_{phase}_s", "double") for phase in PHASES),
+    ("register_round_trips", "int"), ("first_send_after_begin_s", "double"),
+    ("latency_counts", "array<bigint>"),
+)
+STATS_SCHEMA = ", ".join(f"{name} {ddl}" for name, ddl in STATS_FIELDS)
+
+
+def stats_arrow_schema():
+    """The Arrow schema of a task's statistics row (matches STATS_SCHEMA)."""
+    import pyarrow as pa
+
+    arrow_types = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "double": pa.float64(),
+                   "array<bigint>": pa.list_(pa.int64())}
+    return pa.schema([(name, arrow_types[ddl]) for name, ddl in STATS_FIELDS])
+
+
+def latency_histogram(latencies_ms: np.ndarray) -> np.ndarray:
+    """Bucket latencies (ms) into the shared log-spaced bounds."""
+    counts = np.bincount(np.searchsorted(LATENCY_BOUNDS_MS, latencies_ms, side="left"),
+                         minlength=LATENCY_BOUNDS_MS.size + 1)
+    return counts[: LATENCY_BOUNDS_MS.size + 1].astype(np.int64)
+
+
+def empty_histogram() -> np.ndarray:
+    """A histogram with no observations."""
+    return np.zeros(LATENCY_BOUNDS_MS.size + 1, dtype=np.int64)
+
+
+def histogram_percentile(counts: np.ndarray, fraction: float) -> float:
+    """The upper bound (ms) of the bucket holding the given fraction of observations."""
+    total = int(counts.sum())
+    if total == 0:
+        return 0.0
+    index = int(np.searchsorted(np.cumsum(counts), fraction * total, side="left"))
+    bounds = np.append(LATENCY_BOUNDS_MS, np.inf)
+    return float(bounds[min(index, bounds.size - 1)])
+
+
+@dataclass
+class BatchStats:
+    """What one micro-batch's tasks returned, merged on the driver."""
+
+    batch_id: int
+    tasks: int = 0
+    records_in: int = 0
+    records_out: int = 0
+    records_dead_lettered: int = 0
+    records_skipped: int = 0
+    retries: int = 0
+    fenced: int = 0
+    outcomes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
+    phase_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    register_round_trips: int = 0
+    latency_counts: np.ndarray = field(default_factory=empty_histogram)
+    duration_s: float = 0.0
+
+    def add_task(self, row) -> None:
+        """Merge one task's statistics row."""
+        self.tasks += 1
+        self.records_in += row["records_in"]
+        self.records_out += row["records_out"]
+        self.records_dead_lettered += row["records_dead_lettered"]
+        self.records_skipped += row["records_skipped"]
+        self.retries += row["retries"]
+        self.fenced += row["fenced"]
+        self.outcomes[row["outcome"]] = self.outcomes.get(row["outcome"], 0) + 1
+        self.outcomes["fenced"] += row["fenced"]
+        self.outcomes["aborted"] += row["aborted"]
+        for phase in PHASES:
+            self.phase_seconds[phase] += row[f"phase_{phase}_s"]
+        self.register_round_trips += row["register_round_trips"]
+        self.latency_counts = self.latency_counts + np.asarray(row["latency_counts"], dtype=np.int64)

@@ -1,0 +1,210 @@
+"""The exactly-once verifier: every check of DESIGN.md's "Verification", as set arithmetic.
+
+Only integers are kept (sequence numbers, partitions, offsets), in numpy arrays, so millions of
+records fit in a few tens of megabytes; payloads are never held. Checks:
+
+- output ids (plus dead-lettered ids) = committed input ids, as multisets: no duplicate, no loss;
+- no output record stems from an aborted input (its eos.src names a committed input offset);
+- order is kept: within each (input partition, output partition) pair, eos.src offsets increase;
+- no transaction is left hanging: last stable offset = end offset on every partition;
+- the sink group's committed offsets equal the input's end offsets (when --app-id is given).
+Aborted data is also read (read_uncommitted) to show that it existed and stayed hidden.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+SAMPLE = 10  # ids quoted per violation in the report
+_SRC_HEADER = "eos.src"
+
+
+@dataclass
+class TopicIndex:
+    """The integers of one topic as read at one isolation level."""
+
+    seq: np.ndarray
+    partition: np.ndarray
+    offset: np.ndarray
+    src_partition: np.ndarray
+    src_offset: np.ndarray
+    end_offsets: dict[int, int]
+
+
+def _consumer(bootstrap: str, isolation: str) -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": "eosbench-verify", "isolation.level": isolation,
+                     "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+
+
+def read_index(bootstrap: str, topic: str, isolation: str, with_src: bool, timeout_s: float = 60.0) -> TopicIndex:
+    """Read a whole topic to its end at one isolation level, keeping only integers."""
+    consumer = _consumer(bootstrap, isolation)
+    seqs, partitions, offsets, src_partitions, src_offsets = [], [], [], [], []
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            raise ValueError(f"topic {topic!r} does not exist at {bootstrap}")
+        ends = {}
+        for p in metadata.partitions:
+            ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1]
+        live = [p for p, end in ends.items() if end > 0]
+        consumer.assign([TopicPartition(topic, p, 0) for p in live])
+        at_end: set[int] = set()
+        idle_since = time.monotonic()
+        while len(at_end) < len(live):
+            # consume() waits its whole timeout unless 10,000 messages arrive, so keep it short
+            # and bound the silence instead.
+            messages = consumer.consume(10_000, timeout=0.2)
+            if not messages:
+                if time.monotonic() - idle_since > timeout_s:
+                    raise TimeoutError(f"{topic}: no end of partition within {timeout_s} s")
+                continue
+            idle_since = time.monotonic()
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        at_end.add(message.partition())
+                        continue
+                    raise RuntimeError(f"{topic}: {error.str()}")
+                seqs.append(int(message.key()))
+                partitions.append(message.partition())
+                offsets.append(message.offset())
+                if with_src:
+                    src = dict(message.headers() or []).get(_SRC_HEADER, b"::-1")
+                    _, src_p, src_off = src.decode().rsplit(":", 2)
+                    src_partitions.append(int(src_p) if src_p else -1)
+                    src_offsets.append(int(src_off))
+    finally:
+        consumer.close()
+    as_array = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
+    return TopicIndex(as_array(seqs), as_array(partitions), as_array(offsets), as_array(src_partitions),
+                      as_array(src_offsets), ends)
+
+
+def stable_and_end_offsets(bootstrap: str, topic: str, timeout_s: float = 30.0) -> dict[int, tuple[int, int]]:
+    """{partition: (last stable offset, end offset)}; they differ while a transaction is open."""
+    committed, uncommitted = _consumer(bootstrap, "read_committed"), _consumer(bootstrap, "read_uncommitted")
+    try:
+        partitions = committed.list_topics(topic, timeout=timeout_s).topics[topic].partitions
+        return {p: (committed.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)[1],
+                    uncommitted.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)[1])
+                for p in partitions}
+    finally:
+        committed.close()
+        uncommitted.close()
+
+
+def group_offsets(bootstrap: str, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
+    """The group's committed offsets (stable), -1 where none."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
+                         "enable.auto.commit": False})
+    try:
+        return {tp.partition: tp.offset for tp in
+                consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=60)}
+    finally:
+        consumer.close()
+
+
+@dataclass
+class VerifyReport:
+    """The JSON report of `eosbench verify`; `ok` is False on any violation."""
+
+    input_topic: str
+    output_topic: str
+    input_committed: int = 0
+    input_aborted: int = 0
+    output_committed: int = 0
+    output_aborted_hidden: int = 0
+    dead_lettered: int = 0
+    duplicates: int = 0
+    lost: int = 0
+    unexpected: int = 0
+    aborted_reads: int = 0
+    order_violations: int = 0
+    hanging_partitions: list[str] = field(default_factory=list)
+    group_offset_mismatches: list[str] = field(default_factory=list)
+    samples: dict[str, list[int]] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+    ok: bool = True
+
+    def to_json(self) -> str:
+        """Serialise as indented JSON."""
+        return json.dumps(asdict(self), indent=2)
+
+
+def _pack(partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    return (partition.astype(np.int64) << 40) | offset.astype(np.int64)
+
+
+def _order_violations(output: TopicIndex) -> int:
+    """Count places where eos.src offsets go backwards within an (input, output) partition pair."""
+    if output.seq.size < 2:
+        return 0
+    order = np.lexsort((output.offset, output.partition, output.src_partition))
+    pair = _pack(output.src_partition[order], output.partition[order])
+    src = output.src_offset[order]
+    same_pair = pair[1:] == pair[:-1]
+    return int(np.count_nonzero(same_pair & (src[1:] <= src[:-1])))
+
+
+def verify(bootstrap: str, input_topic: str, output_topic: str, app_id: str | None = None,
+           dead_letter_topic: str | None = None, topic_exists=None) -> VerifyReport:
+    """Run every check and return the report."""
+    report = VerifyReport(input_topic, output_topic)
+    committed_in = read_index(bootstrap, input_topic, "read_committed", with_src=False)
+    all_in = read_index(bootstrap, input_topic, "read_uncommitted", with_src=False)
+    out = read_index(bootstrap, output_topic, "read_committed", with_src=True)
+    out_all = read_index(bootstrap, output_topic, "read_uncommitted", with_src=True)
+    dead = None
+    if dead_letter_topic and (topic_exists is None or topic_exists(dead_letter_topic)):
+        dead = read_index(bootstrap, dead_letter_topic, "read_committed", with_src=True)
+
+    report.input_committed = int(committed_in.seq.size)
+    report.input_aborted = int(all_in.seq.size - committed_in.seq.size)
+    report.output_committed = int(out.seq.size)
+    report.output_aborted_hidden = int(out_all.seq.size - out.seq.size)
+    report.dead_lettered = int(dead.seq.size) if dead is not None else 0
+
+    delivered_seq = np.concatenate((out.seq, dead.seq)) if dead is not None else out.seq
+    delivered_src = (np.concatenate((_pack(out.src_partition, out.src_offset), _pack(dead.src_partition, dead.src_offset)))
+                     if dead is not None else _pack(out.src_partition, out.src_offset))
+    ids, counts = np.unique(delivered_seq, return_counts=True)
+    duplicated = ids[counts > 1]
+    report.duplicates = int((counts[counts > 1] - 1).sum())
+    expected_ids = np.unique(committed_in.seq)
+    lost = np.setdiff1d(expected_ids, ids, assume_unique=True)
+    unexpected = np.setdiff1d(ids, expected_ids, assume_unique=True)
+    report.lost, report.unexpected = int(lost.size), int(unexpected.size)
+    committed_src = _pack(committed_in.partition, committed_in.offset)
+    from_aborted = ~np.isin(delivered_src, committed_src)
+    report.aborted_reads = int(np.count_nonzero(from_aborted))
+    report.order_violations = _order_violations(out)
+    report.samples = {"duplicates": duplicated[:SAMPLE].tolist(), "lost": lost[:SAMPLE].tolist(),
+                      "unexpected": unexpected[:SAMPLE].tolist(),
+                      "aborted_reads": delivered_seq[from_aborted][:SAMPLE].tolist()}
+
+    for topic in (input_topic, output_topic):
+        for partition, (stable, end) in stable_and_end_offsets(bootstrap, topic).items():
+            if stable != end:
+                report.hanging_partitions.append(f"{topic}[{partition}]: last stable offset {stable} < end {end}")
+    if app_id:
+        ends = stable_and_end_offsets(bootstrap, input_topic)
+        for partition, offset in group_offsets(bootstrap, app_id, input_topic, sorted(ends)).items():
+            end = ends[partition][1]
+            if offset != end and not (offset < 0 and end == 0):
+                report.group_offset_mismatches.append(f"{input_topic}[{partition}]: group {app_id} at {offset}, end {end}")
+
+    for name, count in (("duplicates", report.duplicates), ("lost", report.lost), ("unexpected", report.unexpected),
+                        ("aborted_reads", report.aborted_reads), ("order_violations", report.order_violations)):
+        if count:
+            report.violations.append(f"{name}: {count}")
+    report.violations += [f"hanging: {h}" for h in report.hanging_partitions]
+    report.violations += [f"group offset: {m}" for m in report.group_offset_mismatches]
+    report.ok = not report.violations
+    return report

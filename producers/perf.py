@@ -33,7 +33,7 @@ import numpy as np
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from conf.produce_settings import ProduceSettings
-from producers.client_log import CLIENT_LOG
+from conf.client_log import CLIENT_LOG
 from producers.metrics import ProducerMetrics
 from producers.perf_stats import LatencySummary, PerfStats, now_ms
 from producers.splittable_random import SplittableRandom

@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 from confluent_kafka import Producer
 
-from producers.client_log import CLIENT_LOG
+from conf.client_log import CLIENT_LOG
 
 Mode = Literal["base", "tx"]
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from conf.client_log import CLIENT_LOG
 from conf.stream_settings import StreamSettings
 from streaming.checkpoint import batch_end_offsets
 from streaming.process import TRANSFORMS, arrow_columns, source_columns
@@ -92,7 +93,7 @@ def _producer(plan: TaskPlan, txn_id: str, timings: dict[str, float]):
     producer = _PRODUCERS.get(txn_id)
     if producer is None:
         started = time.perf_counter()
-        producer = _kafka().Producer({**plan.producer_config, "transactional.id": txn_id})
+        producer = _kafka().Producer({**plan.producer_config, "transactional.id": txn_id}, logger=CLIENT_LOG)
         producer.init_transactions(60)
         timings["init"] += time.perf_counter() - started
         _PRODUCERS[txn_id] = producer
@@ -113,7 +114,7 @@ def _committed_offset(plan: TaskPlan, topic: str, partition: int) -> int:
         reader = _kafka().Consumer({
             "bootstrap.servers": plan.producer_config["bootstrap.servers"], "group.id": plan.app_id,
             "isolation.level": "read_committed", "enable.auto.commit": False,
-        })
+        }, logger=CLIENT_LOG)
         _OFFSET_READERS[plan.app_id] = reader
     committed = reader.committed([_kafka().TopicPartition(topic, partition)], timeout=60)[0]
     return committed.offset if committed.offset >= 0 else -1
@@ -278,7 +279,8 @@ class TransactionalSink:
         self.spark = spark
         self.on_batch = on_batch
         # Member-less group metadata (generation -1, no member id), built once and shipped.
-        memberless = Consumer({"bootstrap.servers": settings.bootstrap_server, "group.id": settings.group_id})
+        memberless = Consumer({"bootstrap.servers": settings.bootstrap_server, "group.id": settings.group_id},
+                              logger=CLIENT_LOG)
         self.group_metadata = memberless.consumer_group_metadata()
         memberless.close()
         self.fault = os.environ.get("EOSBENCH_FAULT") or None

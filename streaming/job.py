@@ -68,8 +68,10 @@ def group_starting_offsets(settings: StreamSettings) -> str:
     """startingOffsets JSON rebuilt from the sink group's committed offsets (earliest where none)."""
     from confluent_kafka import Consumer, TopicPartition
 
+    from conf.client_log import CLIENT_LOG
+
     consumer = Consumer({"bootstrap.servers": settings.bootstrap_server, "group.id": settings.group_id,
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
+                         "isolation.level": "read_committed", "enable.auto.commit": False}, logger=CLIENT_LOG)
     try:
         metadata = consumer.list_topics(settings.input_topic, timeout=30).topics[settings.input_topic]
         committed = consumer.committed([TopicPartition(settings.input_topic, p) for p in metadata.partitions],

@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from conf.client_log import CLIENT_LOG
+
 SAMPLE = 10  # ids quoted per violation in the report
 _SRC_HEADER = "eos.src"
 
@@ -38,7 +40,8 @@ class TopicIndex:
 
 def _consumer(bootstrap: str, isolation: str) -> Consumer:
     return Consumer({"bootstrap.servers": bootstrap, "group.id": "eosbench-verify", "isolation.level": isolation,
-                     "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+                     "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest"},
+                    logger=CLIENT_LOG)
 
 
 def read_index(bootstrap: str, topic: str, isolation: str, with_src: bool, timeout_s: float = 60.0) -> TopicIndex:
@@ -103,7 +106,7 @@ def stable_and_end_offsets(bootstrap: str, topic: str, timeout_s: float = 30.0) 
 def group_offsets(bootstrap: str, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
     """The group's committed offsets (stable), -1 where none."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
-                         "enable.auto.commit": False})
+                         "enable.auto.commit": False}, logger=CLIENT_LOG)
     try:
         return {tp.partition: tp.offset for tp in
                 consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=60)}

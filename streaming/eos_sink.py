@@ -93,7 +93,12 @@ def _producer(plan: TaskPlan, txn_id: str, timings: dict[str, float]):
     producer = _PRODUCERS.get(txn_id)
     if producer is None:
         started = time.perf_counter()
-        producer = _kafka().Producer({**plan.producer_config, "transactional.id": txn_id}, logger=CLIENT_LOG)
+        if plan.pre_register:
+            from streaming.preregister import PreRegisteringProducer
+
+            producer = PreRegisteringProducer(plan.producer_config, txn_id)
+        else:
+            producer = _kafka().Producer({**plan.producer_config, "transactional.id": txn_id}, logger=CLIENT_LOG)
         producer.init_transactions(60)
         timings["init"] += time.perf_counter() - started
         _PRODUCERS[txn_id] = producer
@@ -183,12 +188,11 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[tuple], offsets_to
                 stats["outcome"] = "skipped_replay"
                 stats["records_skipped"] = stats["records_in"]
                 break
+            to_commit = {tp: end for tp, end in offsets_to_commit.items() if end > committed[tp]}
             producer.begin_transaction()                                              # Step 4
             begun = time.perf_counter()
             if plan.pre_register:
-                from streaming.preregister import pre_register
-
-                stats["register_round_trips"] = pre_register(producer, plan.output_topic)
+                stats["register_round_trips"] += producer.pre_register(plan.output_topic, to_commit, plan.app_id)
                 timings["register"] += time.perf_counter() - begun
             stats["first_send_after_begin_s"] = time.perf_counter() - begun
             started = time.perf_counter()
@@ -201,9 +205,8 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[tuple], offsets_to
             producer.flush(60)
             timings["produce"] += time.perf_counter() - started
             started = time.perf_counter()
-            to_commit = [kafka.TopicPartition(t, p, end) for (t, p), end in offsets_to_commit.items()
-                         if end > committed[(t, p)]]
-            producer.send_offsets_to_transaction(to_commit, plan.group_metadata, 60)
+            producer.send_offsets_to_transaction([kafka.TopicPartition(t, p, end) for (t, p), end in to_commit.items()],
+                                                 plan.group_metadata, 60)
             timings["send_offsets"] += time.perf_counter() - started
             _maybe_fault(plan, "fail-task-before-commit", next(iter(offsets_to_commit))[1])
             started = time.perf_counter()

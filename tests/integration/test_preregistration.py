@@ -1,0 +1,84 @@
+"""--pre-register-partitions at the protocol level: registration completes before the first record.
+
+The sink's own transaction function runs in this process, so kafka-python's debug log (which
+names every request it sends and every transactional response it gets) can be read in order.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pyarrow as pa
+from confluent_kafka import Consumer
+
+from streaming.eos_sink import TaskPlan, _drop_producer, run_transaction
+from streaming.process import arrow_columns
+from tests.integration.kafka_reads import read_all
+from tests.integration.produce_helpers import produce
+
+
+class Recorder(logging.Handler):
+    """Keeps kafka-python's log messages in order."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def slice_of(bootstrap: str, topic: str) -> tuple:
+    """Partition 0 of a topic as the Arrow columns a sink task receives."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "slice-reader", "isolation.level": "read_committed",
+                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    consumer.assign([__import__("confluent_kafka").TopicPartition(topic, 0, 0)])
+    rows = {"topic": [], "partition": [], "offset": [], "timestamp": [], "key": [], "value": []}
+    while True:
+        message = consumer.poll(10)
+        if message.error():
+            break
+        for name, value in (("topic", topic), ("partition", 0), ("offset", message.offset()),
+                            ("timestamp", message.timestamp()[1] * 1000), ("key", message.key()),
+                            ("value", message.value())):
+            rows[name].append(value)
+    consumer.close()
+    batch = pa.RecordBatch.from_pydict(rows, schema=pa.schema([
+        ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")), ("key", pa.binary()), ("value", pa.binary())]))
+    return arrow_columns(batch)
+
+
+def test_partitions_and_group_are_registered_before_the_first_produce_request(bootstrap, new_topic):
+    source, sink = new_topic(partitions=1), new_topic(partitions=4)
+    produce(bootstrap, source, 400, records_per_transaction=400)
+    columns = slice_of(bootstrap, source)
+    plan = TaskPlan(app_id=f"prereg-{sink}", output_topic=sink, dead_letter_topic=f"{sink}.dlq", process="passthrough",
+                    producer_config={"bootstrap.servers": bootstrap, "linger.ms": "5"}, group_metadata=None,
+                    end_offsets={0: 401}, max_retries=0, pre_register=True, batch_id=0, fault=None)
+    recorder = Recorder()
+    kafka_log = logging.getLogger("kafka")
+    kafka_log.addHandler(recorder)
+    kafka_log.setLevel(logging.DEBUG)
+    txn_id = f"{plan.app_id}.{source}.0"
+    try:
+        stats = run_transaction(plan, txn_id, [columns], {(source, 0): 401})
+    finally:
+        kafka_log.removeHandler(recorder)
+        kafka_log.setLevel(logging.WARNING)
+        _drop_producer(txn_id)
+
+    messages = recorder.messages
+    begin = next(i for i, m in enumerate(messages) if m.startswith("Begin adding new partition"))
+    after = messages[begin:]
+    assert not any("Sending Produce Request" in m for m in messages[:begin])
+    added = next(i for i, m in enumerate(after) if m.startswith("Successfully added partitions"))
+    group = next(i for i, m in enumerate(after) if m.startswith("Successfully added partition for consumer group"))
+    first_produce = next(i for i, m in enumerate(after) if "Sending Produce Request" in m)
+    assert added < first_produce and group < first_produce, "a record was sent before registration completed"
+    for partition in range(4):
+        assert f"TopicPartition(topic='{sink}', partition={partition})" in after[added]
+    assert stats["outcome"] == "committed" and stats["records_out"] == 400
+    assert stats["register_round_trips"] >= 2  # AddPartitionsToTxn and AddOffsetsToTxn, at least
+    assert stats["first_send_after_begin_s"] > 0
+    assert sorted(int(k) for k in read_all(bootstrap, sink)) == list(range(400))

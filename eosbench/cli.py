@@ -110,6 +110,16 @@ def build_parser() -> argparse.ArgumentParser:
     produce_bench.add_argument("--num-records", type=_positive_int, default=1_000_000)
     produce_bench.add_argument("--record-size", type=_positive_int, default=100)
     produce_bench.add_argument("--transaction-duration-ms", type=_positive_int, default=100)
+    spark_bench = benches.add_parser("spark", parents=[bootstrap],
+                                     help="the streaming job's sinks side by side on one pre-filled input")
+    spark_bench.add_argument("--records", type=_positive_int, default=2_000_000)
+    spark_bench.add_argument("--partitions", type=_positive_int, default=4)
+    spark_bench.add_argument("--max-offsets-per-trigger", type=_positive_int, default=500_000)
+    spark_bench.add_argument("--rounds", type=_positive_int, default=1)
+    spark_bench.add_argument("--latency-seconds", type=int, default=30, help="0 skips the latency run")
+    spark_bench.add_argument("--sink", nargs="+", dest="sinks", default=["kafka-eos", "kafka-alo", "delta", "kafka-eos+prereg"],
+                             choices=["kafka-eos", "kafka-alo", "delta", "kafka-eos+prereg"])
+    spark_bench.add_argument("--output-dir", type=Path, default=Path("results"))
     produce_bench.add_argument("--repeat", type=_positive_int, default=3,
                                help="rounds of the whole matrix; medians are reported (default: 3)")
     produce_bench.add_argument("--output-dir", type=Path, default=Path("results"))
@@ -374,6 +384,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         modes = ["base", "tx"] if args.mode == "both" else [args.mode]
         bench_writes.run(bootstrap, modes, args.warmup, args.iterations, args.output_dir)
+    elif args.bench_command == "spark":
+        from eosbench import bench_spark
+
+        bench_spark.run(bootstrap, args.records, args.partitions, args.max_offsets_per_trigger, args.rounds,
+                        args.latency_seconds, args.sinks, args.output_dir)
     else:
         from eosbench import bench_produce
 

@@ -106,10 +106,34 @@ def _producer(plan: TaskPlan, txn_id: str, timings: dict[str, float]):
 
 
 def _drop_producer(txn_id: str) -> None:
+    """Forget a producer; the next one's init_transactions aborts whatever it left open."""
     producer = _PRODUCERS.pop(txn_id, None)
     if producer is not None:
-        producer.purge()
-        producer.flush(0)
+        try:
+            producer.purge()
+            producer.flush(0)
+        except Exception:  # a fenced or fatal producer refuses even this; it is gone either way
+            pass
+
+
+def _classify(exc: Exception) -> str | None:
+    """Step 5's cases: 'fenced' (or fatal), 'abortable', 'indefinite', or None for not Kafka's."""
+    kafka = _kafka()
+    if isinstance(exc, kafka.KafkaException):
+        error = exc.args[0]
+        if error.fatal() or error.code() in (kafka.KafkaError._FENCED, kafka.KafkaError.PRODUCER_FENCED,
+                                             kafka.KafkaError.INVALID_PRODUCER_EPOCH):
+            return "fenced"
+        return "abortable" if error.txn_requires_abort() else "indefinite"
+    try:  # the pre-registering producer is kafka-python's
+        import kafka.errors as kafka_python_errors
+    except ImportError:
+        return None
+    if isinstance(exc, (kafka_python_errors.ProducerFencedError, kafka_python_errors.InvalidProducerEpochError)):
+        return "fenced"
+    if isinstance(exc, kafka_python_errors.KafkaError):
+        return "indefinite"
+    return None
 
 
 def _committed_offset(plan: TaskPlan, topic: str, partition: int) -> int:
@@ -216,22 +240,24 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[tuple], offsets_to
             stats.update(records_out=out, records_dead_lettered=dead, records_skipped=skipped)
             latencies = commit_ms - np.asarray(kept, dtype=np.float64)
             break
-        except kafka.KafkaException as exc:                                           # Step 5
-            error = exc.args[0]
-            if error.fatal() or error.code() in (kafka.KafkaError._FENCED, kafka.KafkaError.PRODUCER_FENCED,
-                                                 kafka.KafkaError.INVALID_PRODUCER_EPOCH):
+        except Exception as exc:                                                      # Step 5
+            kind = _classify(exc)
+            if kind is None:
+                _drop_producer(txn_id)  # never leave a worker with a producer inside a transaction
+                raise
+            if kind == "fenced":
                 stats["fenced"] += 1
                 _drop_producer(txn_id)
-            elif error.txn_requires_abort():
+            elif kind == "abortable":
                 stats["aborted"] += 1
                 try:
                     _PRODUCERS[txn_id].abort_transaction(60)
-                except kafka.KafkaException:
+                except Exception:
                     _drop_producer(txn_id)  # a new producer's init aborts the transaction instead
-            else:  # indefinite: a timeout; re-initialise
+            else:  # indefinite, such as a timeout: re-initialise
                 _drop_producer(txn_id)
         except BaseException:
-            _drop_producer(txn_id)  # never leave a worker with a producer inside a transaction
+            _drop_producer(txn_id)
             raise
     else:
         raise SinkTaskFailed(f"{txn_id}: no commit after {plan.max_retries + 1} attempts")

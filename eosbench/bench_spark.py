@@ -1,0 +1,136 @@
+"""`eosbench bench spark`: the streaming job's sinks side by side on one pre-filled input.
+
+Throughput: each sink drains the same input (available-now, same maxOffsetsPerTrigger) in one
+SparkSession, the sinks interleaved over rounds. Latency: the transactional sink runs with a
+processing-time trigger while `eosbench produce` feeds it at half the sink's measured maximum,
+and the end-to-end histogram (input CreateTime to output commit) comes from the tasks.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from conf.produce_settings import ProduceSettings
+from conf.stream_settings import StreamSettings
+from eosbench.kafka_admin import cluster_metadata, create_topic
+from eosbench.spark import spark_session
+from producers.perf import ProducerPerformance
+from streaming import job
+from streaming.stats import histogram_percentile
+
+VARIANTS = {
+    "kafka-eos": {"sink": "kafka-eos"},
+    "kafka-eos+prereg": {"sink": "kafka-eos", "pre_register_partitions": True},
+    "kafka-alo": {"sink": "kafka-alo"},
+    "delta": {"sink": "delta"},
+}
+
+
+def _fill(bootstrap: str, topic: str, records: int, partitions: int) -> None:
+    create_topic(bootstrap, topic, partitions, 1)
+    settings = ProduceSettings(topic=topic, bootstrap_server=bootstrap, num_records=records, record_size=100,
+                               throughput=-1, transaction_duration_ms=100, producer_props=("acks=all",))
+    summary = ProducerPerformance(settings, out=io.StringIO()).run()
+    print(f"filled {topic}: {summary.records_committed:,} records in {partitions} partitions", flush=True)
+
+
+def run(bootstrap: str, records: int, partitions: int, max_offsets: int, rounds: int, latency_seconds: int,
+        variants: list[str], output_dir: Path) -> dict:
+    """Run the throughput rounds and the latency run; print and return the report."""
+    brokers = len(cluster_metadata(bootstrap).brokers)
+    run_id = uuid.uuid4().hex[:8]
+    source = f"eosbench-spark-bench-{run_id}"
+    _fill(bootstrap, source, records, partitions)
+    spark = spark_session("eosbench-bench-spark")
+    scratch = Path(tempfile.mkdtemp(prefix="eosbench-bench-spark-"))
+
+    def settings_for(variant: str, tag: str, **extra) -> StreamSettings:
+        output = f"{source}-{tag}"
+        create_topic(bootstrap, output, partitions, 1)
+        create_topic(bootstrap, f"{output}.dlq", 1, 1)
+        fields = dict(input_topic=source, output_topic=output, bootstrap_server=bootstrap,
+                      app_id=f"bench-{run_id}-{tag}", checkpoint=scratch / tag / "checkpoint",
+                      delta_path=scratch / tag / "table", max_offsets_per_trigger=max_offsets)
+        return StreamSettings(**{**fields, **VARIANTS[variant], **extra})
+
+    throughput: dict[str, list[float]] = {variant: [] for variant in variants}
+    phases: dict[str, dict] = {}
+    for round_number in range(1, rounds + 1):
+        for variant in variants:
+            settings = settings_for(variant, f"{variant.replace('+', '-')}-r{round_number}")
+            summary = job.run(spark, settings, on_batch=lambda _: None)
+            rate = summary.input_rows / summary.seconds
+            throughput[variant].append(rate)
+            phases[variant] = {"phase_seconds": summary.phase_seconds,
+                               "register_round_trips": summary.register_round_trips,
+                               "transactions": summary.outcomes.get("committed", 0)}
+            print(f"round {round_number} {variant:<18} {summary.input_rows:>10,} records in {summary.seconds:6.1f} s"
+                  f" = {rate:>10,.0f} records/s", flush=True)
+
+    medians = {variant: statistics.median(rates) for variant, rates in throughput.items()}
+    report = {"run_id": run_id, "brokers": brokers, "records": records, "partitions": partitions,
+              "max_offsets_per_trigger": max_offsets, "rounds": rounds, "throughput": throughput,
+              "median_records_per_sec": medians, "phases": phases}
+    if "kafka-eos" in medians and "kafka-alo" in medians:
+        report["eos_over_alo"] = medians["kafka-eos"] / medians["kafka-alo"]
+    if "kafka-eos+prereg" in medians and "kafka-eos" in medians:
+        report["prereg_over_eos"] = medians["kafka-eos+prereg"] / medians["kafka-eos"]
+    if latency_seconds and "kafka-eos" in medians:
+        report["latency"] = _latency_run(bootstrap, settings_for, medians["kafka-eos"] / 2, latency_seconds, spark)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    path = output_dir / f"spark-bench-{run_id}.json"
+    path.write_text(json.dumps(report, indent=2))
+    _print(report, path)
+    return report
+
+
+def _latency_run(bootstrap: str, settings_for, rate: float, seconds: int, spark) -> dict:
+    """kafka-eos at a 1 s trigger, fed at `rate` records/s by a separate producer process."""
+    settings = settings_for("kafka-eos", "latency", trigger="1 second", starting_offsets="latest",
+                            max_offsets_per_trigger=None, timeout_s=float(seconds))
+    live = f"{settings.input_topic}-live"
+    create_topic(bootstrap, live, 4, 1)
+    settings = settings.model_copy(update={"input_topic": live})
+    feeder = subprocess.Popen(
+        [sys.executable, "-m", "eosbench.cli", "produce", "--bootstrap-server", bootstrap, "--topic", live,
+         "--num-records", str(int(rate * (seconds + 15))), "--record-size", "100", "--throughput", str(int(rate)),
+         "--transaction-duration-ms", "100", "--producer-props", "acks=all"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    batches = []
+    try:
+        time.sleep(3)  # let the feeder reach its rate before the query starts with "latest"
+        summary = job.run(spark, settings, on_batch=batches.append)
+    finally:
+        feeder.kill()
+    steady = [b.latency_counts for b in batches[2:]] or [b.latency_counts for b in batches]  # skip start-up
+    counts = np.sum(steady, axis=0)
+    return {"trigger": "1 second", "offered_records_per_sec": rate, "seconds": seconds, "batches": len(batches),
+            "records": int(counts.sum()), "p50_ms": histogram_percentile(counts, 0.5),
+            "p99_ms": histogram_percentile(counts, 0.99), "max_batch_s": max(b.duration_s for b in batches),
+            "records_in": summary.records_in}
+
+
+def _print(report: dict, path: Path) -> None:
+    for variant, rate in report["median_records_per_sec"].items():
+        print(f"{variant:<18} median {rate:>10,.0f} records/s")
+    if "eos_over_alo" in report:
+        verdict = "meets" if report["eos_over_alo"] >= 0.9 else "misses"
+        print(f"kafka-eos / kafka-alo throughput: {report['eos_over_alo']:.2f} ({verdict} the >= 0.9 target)")
+    if "prereg_over_eos" in report:
+        print(f"pre-registration on / off: {report['prereg_over_eos']:.2f}")
+    if "latency" in report:
+        lat = report["latency"]
+        verdict = "meets" if lat["p99_ms"] <= 2000 else "misses"
+        print(f"end-to-end at 1 s trigger, {lat['offered_records_per_sec']:,.0f} records/s offered: p50"
+              f" {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms ({verdict} the p99 <= trigger + 1 s target)")
+    print(f"json: {path}")

@@ -140,35 +140,6 @@ class StreamSummary:
         return json.dumps({k: v for k, v in self.__dict__.items() if not k.startswith("_")}, indent=2)
 
 
-def _progress_counter_class():
-    from pyspark.sql.streaming import StreamingQueryListener
-
-    class ProgressCounter(StreamingQueryListener):
-        """Adds each progress event's numInputRows (every sink, no extra Spark job)."""
-
-        def __init__(self, summary: StreamSummary, query_name: str):
-            self.summary, self.query_name = summary, query_name
-
-        def onQueryStarted(self, event) -> None:  # noqa: N802 - PySpark's names
-            pass
-
-        def onQueryProgress(self, event) -> None:  # noqa: N802
-            if event.progress.name == self.query_name:
-                self.summary.input_rows += event.progress.numInputRows
-
-        def onQueryIdle(self, event) -> None:  # noqa: N802
-            pass
-
-        def onQueryTerminated(self, event) -> None:  # noqa: N802
-            pass
-
-    return ProgressCounter
-
-
-def _ProgressCounter(summary: StreamSummary, query_name: str):  # noqa: N802 - a class, built lazily
-    return _progress_counter_class()(summary, query_name)
-
-
 def print_batch(batch: BatchStats, out=sys.stdout) -> None:
     """One line per micro-batch."""
     print(f"batch {batch.batch_id}: {batch.records_in} in, {batch.records_out} out,"
@@ -199,8 +170,6 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
               .queryName(settings.app_id))
     writer = writer.trigger(availableNow=True) if settings.trigger == "available-now" \
         else writer.trigger(processingTime=settings.trigger)
-    listener = _ProgressCounter(summary, settings.app_id)
-    spark.streams.addListener(listener)
     started = time.monotonic()
     query = writer.start()
     try:
@@ -211,7 +180,8 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     except KeyboardInterrupt:
         query.stop()
     summary.seconds = time.monotonic() - started
-    spark.streams.removeListener(listener)
+    # Every sink's input count, with no extra Spark job (session.py keeps enough progress).
+    summary.input_rows = sum(progress.numInputRows for progress in query.recentProgress)
     if query.exception() is not None:
         raise RuntimeError(f"the streaming query failed: {str(query.exception()).splitlines()[0]}")
     if settings.output_json:

@@ -29,6 +29,8 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     "spark.speculation": "false",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+    # The job sums numInputRows over a run's progress reports; keep all of a long run's.
+    "spark.sql.streaming.numRecentProgressUpdates": "100000",
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={console_log4j_config()}",
 }
 

@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     spark_bench.add_argument("--records", type=_positive_int, default=2_000_000)
     spark_bench.add_argument("--partitions", type=_positive_int, default=4)
     spark_bench.add_argument("--max-offsets-per-trigger", type=_positive_int, default=500_000)
-    spark_bench.add_argument("--rounds", type=_positive_int, default=1)
+    spark_bench.add_argument("--rounds", type=_positive_int, default=2, help="rounds, sink order rotated (default: 2)")
     spark_bench.add_argument("--latency-seconds", type=int, default=30, help="0 skips the latency run")
     spark_bench.add_argument("--sink", nargs="+", dest="sinks", default=["kafka-eos", "kafka-alo", "delta", "kafka-eos+prereg"],
                              choices=["kafka-eos", "kafka-alo", "delta", "kafka-eos+prereg"])

@@ -28,21 +28,17 @@ def processed_rows(settings: StreamSettings):
         for batch in batches:
             if not batch.num_rows:
                 continue
-            keys, values, offsets, timestamps, topic, partition = arrow_columns(batch)
-            partitions = batch.column("partition").to_pylist()
-            topics = batch.column("topic").to_pylist()
+            records = arrow_columns(batch)
             rows = {"topic": [], "key": [], "value": [], "src": [], "in_ts": [], "headers": []}
-            for key, value, offset, ts, in_topic, in_partition in zip(keys, values, offsets, timestamps,
-                                                                       topics, partitions):
+            for key, value, ts, src, in_ts in zip(records.keys, records.values, records.timestamps,
+                                                  records.src, records.in_ts):
                 result = transform(key, value)
-                src = f"{in_topic}:{in_partition}:{offset}"
                 rows["topic"].append(output if result is not None else dead_letter)
                 rows["key"].append(key)
                 rows["value"].append(result if result is not None else value)
-                rows["src"].append(src)
+                rows["src"].append(src.decode())
                 rows["in_ts"].append(ts)
-                rows["headers"].append([{"key": SRC_HEADER, "value": src.encode()},
-                                        {"key": IN_TS_HEADER, "value": str(ts).encode()}])
+                rows["headers"].append([{"key": SRC_HEADER, "value": src}, {"key": IN_TS_HEADER, "value": in_ts}])
             yield pa.RecordBatch.from_pydict(rows, schema=pa.schema([
                 ("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary()), ("src", pa.string()),
                 ("in_ts", pa.int64()),
@@ -52,39 +48,41 @@ def processed_rows(settings: StreamSettings):
     return task
 
 
-class AtLeastOnceKafkaSink:
-    """`--sink kafka-alo`: Spark's built-in Kafka writer in foreachBatch (at-least-once)."""
+class _ProcessedSink:
+    """A foreachBatch function that runs `process` in Python, then hands the rows to `write`."""
 
     def __init__(self, settings: StreamSettings, on_batch=None):
         self.settings = settings
         self.on_batch = on_batch
 
+    def write(self, processed, batch_id: int) -> None:
+        """Write one processed micro-batch."""
+        raise NotImplementedError
+
     def __call__(self, df, batch_id: int) -> None:
         import time
 
         started = time.perf_counter()
-        processed = df.select(*source_columns()).mapInArrow(processed_rows(self.settings), PROCESSED_SCHEMA)
+        self.write(df.select(*source_columns()).mapInArrow(processed_rows(self.settings), PROCESSED_SCHEMA), batch_id)
+        if self.on_batch:
+            self.on_batch(BatchStats(batch_id, duration_s=time.perf_counter() - started))
+
+
+class AtLeastOnceKafkaSink(_ProcessedSink):
+    """`--sink kafka-alo`: Spark's built-in Kafka writer in foreachBatch (at-least-once)."""
+
+    def write(self, processed, batch_id: int) -> None:
+        """Spark's Kafka writer, routing by the topic column (output or dead-letter)."""
         (processed.select("topic", "key", "value", "headers").write.format("kafka")
          .option("kafka.bootstrap.servers", self.settings.bootstrap_server)
          .option("kafka.linger.ms", "5").save())
-        if self.on_batch:
-            self.on_batch(BatchStats(batch_id, duration_s=time.perf_counter() - started))
 
 
-class IdempotentDeltaSink:
+class IdempotentDeltaSink(_ProcessedSink):
     """`--sink delta`: append to a Delta table with txnAppId/txnVersion, so a replay is a no-op."""
 
-    def __init__(self, settings: StreamSettings, on_batch=None):
-        self.settings = settings
-        self.on_batch = on_batch
-
-    def __call__(self, df, batch_id: int) -> None:
-        import time
-
-        started = time.perf_counter()
-        processed = df.select(*source_columns()).mapInArrow(processed_rows(self.settings), PROCESSED_SCHEMA)
+    def write(self, processed, batch_id: int) -> None:
+        """An idempotent Delta append keyed by (app id, batch id)."""
         (processed.select("topic", "key", "value", "src", "in_ts").write.format("delta")
          .option("txnAppId", self.settings.app_id).option("txnVersion", batch_id)
          .mode("append").save(str(self.settings.delta_path)))
-        if self.on_batch:
-            self.on_batch(BatchStats(batch_id, duration_s=time.perf_counter() - started))

@@ -34,7 +34,7 @@ import numpy as np
 from conf.client_log import CLIENT_LOG
 from conf.stream_settings import StreamSettings
 from streaming.checkpoint import batch_end_offsets
-from streaming.process import TRANSFORMS, arrow_columns, source_columns
+from streaming.process import TRANSFORMS, SourceSlice, arrow_columns, passthrough, source_columns
 from streaming.stats import PHASES, STATS_SCHEMA, BatchStats, latency_histogram, stats_arrow_schema
 
 SRC_HEADER = "eos.src"
@@ -163,32 +163,31 @@ def _maybe_fault(plan: TaskPlan, where: str, partition: int) -> None:
 # ----------------------------------------------------------------------------- one transaction
 
 
-def _produce_slice(producer, plan: TaskPlan, columns, keep_from: int) -> tuple[int, int, list[int]]:
+def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: int) -> tuple[int, int, list[int]]:
     """Produce process(S') for one slice; return (records out, dead-lettered, input timestamps)."""
-    keys, values, offsets, timestamps, topic, partition = columns
-    transform = TRANSFORMS[plan.process]
+    transform = None if plan.process == "passthrough" else TRANSFORMS[plan.process]
     produce, poll = producer.produce, producer.poll
+    output, dead_letter = plan.output_topic, plan.dead_letter_topic
     out = dead = 0
     kept_timestamps: list[int] = []
-    prefix = f"{topic}:{partition}:"
-    for key, value, offset, ts in zip(keys, values, offsets, timestamps):
+    for key, value, offset, ts, src, in_ts in zip(records.keys, records.values, records.offsets,
+                                                  records.timestamps, records.src, records.in_ts):
         if offset < keep_from:
             continue
-        headers = [(SRC_HEADER, f"{prefix}{offset}".encode()), (IN_TS_HEADER, str(ts).encode())]
-        result = transform(key, value)
-        target = plan.output_topic if result is not None else plan.dead_letter_topic
-        payload = result if result is not None else value
+        result = transform(key, value) if transform else passthrough(key, value)
+        if result is None:
+            target, payload = dead_letter, value
+            dead += 1
+        else:
+            target, payload = output, result
+            out += 1
+            kept_timestamps.append(ts)
         while True:
             try:
-                produce(target, payload, key, headers=headers)
+                produce(target, payload, key, headers=[(SRC_HEADER, src), (IN_TS_HEADER, in_ts)])
                 break
             except BufferError:
                 poll(0.005)
-        if result is None:
-            dead += 1
-        else:
-            out += 1
-            kept_timestamps.append(ts)
     return out, dead, kept_timestamps
 
 
@@ -196,7 +195,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[tuple], offsets_to
     """Steps 1-5 for one transactional id over its slices; return the task's statistics row."""
     kafka = _kafka()
     timings = dict.fromkeys(PHASES, 0.0)
-    stats = {"records_in": sum(len(s[0]) for s in slices), "records_out": 0, "records_dead_lettered": 0,
+    stats = {"records_in": sum(len(records) for records in slices), "records_out": 0, "records_dead_lettered": 0,
              "records_skipped": 0, "retries": 0, "fenced": 0, "aborted": 0, "outcome": "committed",
              "register_round_trips": 0, "first_send_after_begin_s": 0.0}
     latencies = np.empty(0)
@@ -207,7 +206,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[tuple], offsets_to
             started = time.perf_counter()
             committed = {tp: _committed_offset(plan, *tp) for tp in offsets_to_commit}  # Step 2
             timings["init"] += time.perf_counter() - started
-            pending = [(cols, committed[(cols[4], cols[5])]) for cols in slices]
+            pending = [(records, committed[(records.topic, records.partition)]) for records in slices]
             if all(offsets_to_commit[tp] <= committed[tp] for tp in offsets_to_commit):  # Step 3
                 stats["outcome"] = "skipped_replay"
                 stats["records_skipped"] = stats["records_in"]
@@ -222,10 +221,10 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[tuple], offsets_to
             started = time.perf_counter()
             out = dead = skipped = 0
             kept: list[int] = []
-            for cols, keep_from in pending:
-                o, d, ts = _produce_slice(producer, plan, cols, keep_from)
+            for records, keep_from in pending:
+                o, d, ts = _produce_slice(producer, plan, records, keep_from)
                 out, dead, kept = out + o, dead + d, kept + ts
-                skipped += len(cols[0]) - o - d
+                skipped += len(records) - o - d
             producer.flush(60)
             timings["produce"] += time.perf_counter() - started
             started = time.perf_counter()
@@ -278,7 +277,7 @@ def partition_task(plan: TaskPlan):
         columns = [arrow_columns(batch) for batch in batches if batch.num_rows]
         if not columns:
             return
-        topics = {(c[4], c[5]) for c in columns}
+        topics = {(records.topic, records.partition) for records in columns}
         if len(topics) != 1 or None in next(iter(topics)):
             raise SinkPreconditionError(
                 "a sink task received records of several input partitions; partition scope needs one Spark"

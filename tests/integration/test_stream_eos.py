@@ -211,3 +211,26 @@ def test_a_split_or_a_shuffle_before_the_sink_is_refused_before_anything_is_writ
     with pytest.raises(Exception, match="several input partitions"):
         sink(batch.coalesce(1), 0)
     assert read_all(bootstrap, settings.output_topic) == []
+
+
+def test_at_least_once_baseline_delivers_every_committed_record(bootstrap, spark, pipeline):
+    settings = pipeline(sink="kafka-alo")
+    summary = job.run(spark, settings)
+    report = verify(bootstrap, settings.input_topic, settings.output_topic)
+    assert summary.input_rows == report.input_committed
+    assert report.lost == 0 and report.aborted_reads == 0 and report.unexpected == 0
+    assert report.output_committed == report.input_committed + report.duplicates
+
+
+def test_delta_baseline_is_idempotent_across_a_replayed_batch(bootstrap, spark, pipeline, tmp_path):
+    from collections import Counter
+
+    settings = pipeline(sink="delta", delta_path=tmp_path / "table")
+    job.run(spark, settings)
+    for commit in (settings.checkpoint_dir / "commits").iterdir():
+        commit.unlink()  # Spark replays every batch; txnAppId/txnVersion make each append a no-op
+    job.run(spark, settings)
+    committed = verify(bootstrap, settings.input_topic, settings.output_topic).input_committed
+    rows = spark.read.format("delta").load(str(settings.delta_path)).selectExpr("cast(key as string) k").collect()
+    seen = Counter(int(row.k) for row in rows)
+    assert sum(seen.values()) == committed and max(seen.values()) == 1

@@ -80,9 +80,13 @@ def run(bootstrap: str, records: int, partitions: int, max_offsets: int, rounds:
             summary = job.run(spark, settings, on_batch=lambda _: None)
             rate = summary.input_rows / summary.seconds
             throughput[variant].append(rate)
+            transactions = summary.outcomes.get("committed", 0)
             phases[variant] = {"phase_seconds": summary.phase_seconds,
-                               "register_round_trips": summary.register_round_trips,
-                               "transactions": summary.outcomes.get("committed", 0)}
+                               "register_round_trips_per_transaction":
+                                   summary.register_round_trips / transactions if transactions else 0,
+                               "ms_to_first_send_per_transaction":
+                                   1000 * summary.first_send_after_begin_s / transactions if transactions else 0,
+                               "transactions": transactions}
             print(f"round {round_number} {variant:<18} {summary.input_rows:>10,} records in {summary.seconds:6.1f} s"
                   f" = {rate:>10,.0f} records/s", flush=True)
 

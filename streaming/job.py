@@ -116,6 +116,7 @@ class StreamSummary:
     latency_p99_ms: float = 0.0
     phase_seconds: dict[str, float] = field(default_factory=dict)
     register_round_trips: int = 0
+    first_send_after_begin_s: float = 0.0
     _latency: object = None
 
     def add(self, batch: BatchStats) -> None:
@@ -127,6 +128,7 @@ class StreamSummary:
         self.records_skipped += batch.records_skipped
         self.retries += batch.retries
         self.register_round_trips += batch.register_round_trips
+        self.first_send_after_begin_s += batch.first_send_after_begin_s
         for outcome, count in batch.outcomes.items():
             self.outcomes[outcome] = self.outcomes.get(outcome, 0) + count
         for phase, seconds in batch.phase_seconds.items():

@@ -119,8 +119,9 @@ class PreRegisteringProducer:
         before = self._counter.count
         manager = self._producer._transaction_manager  # kafka-python's own API for this
         partitions = [TopicPartition(output_topic, p) for p in sorted(self._producer.partitions_for(output_topic))]
-        for tp in partitions:
-            manager.maybe_add_partition_to_transaction(tp)
+        with manager._lock:  # re-entrant; queue them all before the sender looks: one AddPartitionsToTxn
+            for tp in partitions:
+                manager.maybe_add_partition_to_transaction(tp)
         self._producer._sender.wakeup()
         self._send_offsets(offsets, group_id)  # blocks until AddOffsetsToTxn + TxnOffsetCommit are done
         deadline = time.monotonic() + timeout_s

@@ -74,6 +74,7 @@ class BatchStats:
     outcomes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
     phase_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     register_round_trips: int = 0
+    first_send_after_begin_s: float = 0.0  # summed over transactions: registration's cost
     latency_counts: np.ndarray = field(default_factory=empty_histogram)
     duration_s: float = 0.0
 
@@ -92,4 +93,5 @@ class BatchStats:
         for phase in PHASES:
             self.phase_seconds[phase] += row[f"phase_{phase}_s"]
         self.register_round_trips += row["register_round_trips"]
+        self.first_send_after_begin_s += row["first_send_after_begin_s"]
         self.latency_counts = self.latency_counts + np.asarray(row["latency_counts"], dtype=np.int64)

@@ -47,8 +47,6 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--delta-path", type=Path, help="table folder for --sink delta")
     parser.add_argument("--producer-props", nargs="+", default=[], metavar="K=V", help="sink producer properties")
     parser.add_argument("--max-retries", type=int, default=5, help="transaction retries inside a task")
-    parser.add_argument("--metrics-port", type=int)
-    parser.add_argument("--metrics-host", default="127.0.0.1")
     parser.add_argument("--output-json", type=Path)
     parser.add_argument("--timeout-s", type=float, help="stop an interval-triggered query after this long")
 

@@ -350,8 +350,9 @@ def cmd_stream(args: argparse.Namespace) -> int:
         raise BadInput(_first_validation_error(exc)) from exc
     describe_topic(settings.bootstrap_server, settings.input_topic)
     describe_topic(settings.bootstrap_server, settings.output_topic)
-    if settings.sink != "delta" and settings.dead_letter not in cluster_metadata(settings.bootstrap_server).topics:
-        create_topic(settings.bootstrap_server, settings.dead_letter, 1, 1)
+    metadata = cluster_metadata(settings.bootstrap_server)
+    if settings.sink != "delta" and settings.dead_letter not in metadata.topics:
+        create_topic(settings.bootstrap_server, settings.dead_letter, 1, min(3, len(metadata.brokers)))
     spark = spark_session(f"eosbench-stream-{settings.app_id}")
     summary = job.run(spark, settings)
     print(summary.to_json())

@@ -192,12 +192,13 @@ def verify(bootstrap: str, input_topic: str, output_topic: str, app_id: str | No
                       "unexpected": unexpected[:SAMPLE].tolist(),
                       "aborted_reads": delivered_seq[from_aborted][:SAMPLE].tolist()}
 
-    for topic in (input_topic, output_topic):
-        for partition, (stable, end) in stable_and_end_offsets(bootstrap, topic).items():
+    input_ends = stable_and_end_offsets(bootstrap, input_topic)
+    for topic, offsets in ((input_topic, input_ends), (output_topic, stable_and_end_offsets(bootstrap, output_topic))):
+        for partition, (stable, end) in offsets.items():
             if stable != end:
                 report.hanging_partitions.append(f"{topic}[{partition}]: last stable offset {stable} < end {end}")
     if app_id:
-        ends = stable_and_end_offsets(bootstrap, input_topic)
+        ends = input_ends
         for partition, offset in group_offsets(bootstrap, app_id, input_topic, sorted(ends)).items():
             end = ends[partition][1]
             if offset != end and not (offset < 0 and end == 0):

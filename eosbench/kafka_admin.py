@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
+from conf.client_log import CLIENT_LOG
 from eosbench.errors import BadInput, EnvironmentProblem
 
-# librdkafka prints retries ("Coordinator load in progress") straight to stderr; route them
-# to a Python logger so that a healthy start-up prints only what eosbench says.
-CLIENT_LOG = logging.getLogger("eosbench.kafka_client")
-CLIENT_LOG.addHandler(logging.NullHandler())
-CLIENT_LOG.propagate = False
 
 
 def admin_client(bootstrap: str) -> AdminClient:

@@ -1,17 +1,19 @@
 """`eosbench demo`: the quick start's main job on the embedded local broker.
 
-At this stage of the project the pipeline is: start the broker, create a topic, fill it with
-`eosbench produce` (seeded, a share of its transactions aborted), read the topic back through
-Spark with read_committed (and with read_uncommitted, to show that the aborted data existed),
-and compare the ids as multisets.
+The pipeline: start the broker, fill a topic with `eosbench produce` (seeded, a share of its
+transactions aborted), read it back through Spark with read_committed (and read_uncommitted, to
+show that the aborted data existed) and compare the ids as multisets, then stream it through
+the transactional sink into an output topic and run `verify` on the result.
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -21,7 +23,10 @@ from eosbench.broker import LocalCluster
 from eosbench.kafka_admin import cluster_metadata, create_topic, delete_topics
 from eosbench.spark import spark_session
 from conf.produce_settings import ProduceSettings
+from conf.stream_settings import StreamSettings
 from producers.perf import ProducerPerformance
+from streaming import job
+from streaming.verify import verify
 from streaming.reader import read_topic, sequence_number_counts
 
 DEMO_TOPIC_PREFIX = "eosbench-demo-"
@@ -96,8 +101,24 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     uncommitted_count = read_topic(spark, bootstrap, topic, "read_uncommitted").count()
     timings["spark reads"] = time.monotonic() - clock
 
+    clock = time.monotonic()
+    output = f"{topic}-out"
+    create_topic(bootstrap, output, options.partitions, replication)
+    create_topic(bootstrap, f"{output}.dlq", 1, replication)
+    console.print(f"[dim]streaming {topic} -> {output} through the transactional sink…[/]")
+    with tempfile.TemporaryDirectory(prefix="eosbench-demo-") as scratch:
+        streamed = job.run(spark, StreamSettings(
+            input_topic=topic, output_topic=output, bootstrap_server=bootstrap, app_id=f"eosbench-demo-{run_id}",
+            checkpoint=Path(scratch) / "checkpoint", max_offsets_per_trigger=max(1, options.records // 4)))
+    timings["exactly-once stream"] = time.monotonic() - clock
+    verified = verify(bootstrap, topic, output, f"eosbench-demo-{run_id}", f"{output}.dlq")
+    console.print(f"stream: {streamed.batches} batches, {streamed.records_out:,} records out,"
+                  f" transactions {streamed.outcomes}, end-to-end p50 {streamed.latency_p50_ms:.0f} ms;"
+                  f" verify: {'ok' if verified.ok else 'FAILED: ' + '; '.join(verified.violations)}")
+
     expected = Counter(committed_ids)
-    ok = committed_view == expected and uncommitted_count == produced.records_committed + produced.records_aborted
+    ok = (committed_view == expected and uncommitted_count == produced.records_committed + produced.records_aborted
+          and verified.ok)
     result = DemoResult(
         bootstrap=bootstrap,
         committed_records=produced.records_committed,

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException, Producer
@@ -234,3 +235,19 @@ def test_delta_baseline_is_idempotent_across_a_replayed_batch(bootstrap, spark, 
     rows = spark.read.format("delta").load(str(settings.delta_path)).selectExpr("cast(key as string) k").collect()
     seen = Counter(int(row.k) for row in rows)
     assert sum(seen.values()) == committed and max(seen.values()) == 1
+
+
+@pytest.mark.heavy
+def test_job_runs_under_plain_spark_submit(bootstrap, pipeline):
+    from eosbench.jars import resolve_bundle
+
+    settings = pipeline()
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    jars = ",".join(str(jar) for jar in resolve_bundle("spark"))
+    completed = subprocess.run(
+        [str(spark_submit), "--master", "local[2,4]", "--jars", jars, str(Path(job.__file__)),
+         "--input-topic", settings.input_topic, "--output-topic", settings.output_topic,
+         "--bootstrap-server", bootstrap, "--app-id", settings.app_id, "--checkpoint", str(settings.checkpoint_dir)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert_exactly_once(bootstrap, settings)

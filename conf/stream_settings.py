@@ -38,6 +38,8 @@ class StreamSettings(BaseModel):
     delta_path: Path | None = None
     producer_props: tuple[str, ...] = ()
     max_retries: int = 5
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
     output_json: Path | None = None
     timeout_s: float | None = None
 

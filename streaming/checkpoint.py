@@ -23,3 +23,15 @@ def batch_end_offsets(checkpoint_dir: Path, batch_id: int, topic: str) -> dict[i
         if topic in offsets:
             return {int(partition): int(end) for partition, end in offsets[topic].items()}
     raise FileNotFoundError(f"no offsets for {topic} in {path}")
+
+
+def initial_offsets(checkpoint_dir: Path, source_index: int = 0) -> dict[str, dict[str, int]]:
+    """The offsets the query started from, as Spark's Kafka source recorded them in `sources/<i>/0`.
+
+    The first batch's progress report has no start offset; these are its start.
+    """
+    path = Path(checkpoint_dir) / "sources" / str(source_index) / "0"
+    if not path.exists():
+        return {}
+    lines = [line for line in path.read_bytes().decode(errors="replace").splitlines() if line.strip()]
+    return json.loads(lines[-1]) if lines else {}

@@ -47,6 +47,8 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--delta-path", type=Path, help="table folder for --sink delta")
     parser.add_argument("--producer-props", nargs="+", default=[], metavar="K=V", help="sink producer properties")
     parser.add_argument("--max-retries", type=int, default=5, help="transaction retries inside a task")
+    parser.add_argument("--metrics-port", type=int, help="serve the driver's Prometheus /metrics on this port")
+    parser.add_argument("--metrics-host", default="127.0.0.1", help="address /metrics binds to (default: 127.0.0.1)")
     parser.add_argument("--output-json", type=Path)
     parser.add_argument("--timeout-s", type=float, help="stop an interval-triggered query after this long")
 
@@ -140,6 +142,58 @@ class StreamSummary:
         return json.dumps({k: v for k, v in self.__dict__.items() if not k.startswith("_")}, indent=2)
 
 
+class _ProgressWatcher:
+    """Feeds the metrics from the query's progress (offset spans) and the sink group's lag."""
+
+    def __init__(self, query, settings: StreamSettings, metrics, interval_s: float = 1.0):
+        import threading
+
+        self.query, self.settings, self.metrics, self.interval_s = query, settings, metrics, interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="eosbench-progress", daemon=True)
+        self._thread.start()
+
+    def _sweep(self) -> None:
+        from streaming.checkpoint import initial_offsets
+
+        initial = initial_offsets(self.settings.checkpoint_dir)
+        for progress in self.query.recentProgress:
+            self.metrics.progress(progress.json, initial)
+        self.metrics.set_lag(group_lag(self.settings))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self._sweep()
+            except Exception:  # a failed scrape of progress must never take the query down
+                continue
+
+    def stop(self) -> None:
+        """Stop watching after one last sweep."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._sweep()
+
+
+def group_lag(settings: StreamSettings) -> int:
+    """Records between the sink group's committed offsets and the input's end offsets."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from conf.client_log import CLIENT_LOG
+
+    consumer = Consumer({"bootstrap.servers": settings.bootstrap_server, "group.id": settings.group_id,
+                         "enable.auto.commit": False}, logger=CLIENT_LOG)
+    try:
+        partitions = consumer.list_topics(settings.input_topic, timeout=10).topics[settings.input_topic].partitions
+        lag = 0
+        for tp in consumer.committed([TopicPartition(settings.input_topic, p) for p in partitions], timeout=10):
+            low, high = consumer.get_watermark_offsets(TopicPartition(settings.input_topic, tp.partition), timeout=10)
+            lag += high - (tp.offset if tp.offset >= 0 else low)
+        return lag
+    finally:
+        consumer.close()
+
+
 def print_batch(batch: BatchStats, out=sys.stdout) -> None:
     """One line per micro-batch."""
     print(f"batch {batch.batch_id}: {batch.records_in} in, {batch.records_out} out,"
@@ -155,10 +209,18 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     from streaming.eos_sink import TransactionalSink
 
     summary = StreamSummary()
+    metrics = None
+    if settings.metrics_port:
+        from streaming.metrics import StreamMetrics
+
+        metrics = StreamMetrics(settings.app_id, settings.sink)
+        metrics.serve(settings.metrics_port, settings.metrics_host)
 
     def batch_done(batch: BatchStats) -> None:
         summary.add(batch)
         print_batch(batch)
+        if metrics:
+            metrics.batch_done(batch)
         if on_batch:
             on_batch(batch)
 
@@ -172,6 +234,7 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
         else writer.trigger(processingTime=settings.trigger)
     started = time.monotonic()
     query = writer.start()
+    watcher = _ProgressWatcher(query, settings, metrics) if metrics else None
     try:
         if settings.trigger == "available-now" or settings.timeout_s is None:
             query.awaitTermination()
@@ -179,6 +242,9 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
             query.stop()
     except KeyboardInterrupt:
         query.stop()
+    finally:
+        if watcher:
+            watcher.stop()
     summary.seconds = time.monotonic() - started
     # Every sink's input count, with no extra Spark job (session.py keeps enough progress).
     summary.input_rows = sum(progress.numInputRows for progress in query.recentProgress)

@@ -76,6 +76,7 @@ class BatchStats:
     register_round_trips: int = 0
     first_send_after_begin_s: float = 0.0  # summed over transactions: registration's cost
     latency_counts: np.ndarray = field(default_factory=empty_histogram)
+    task_phases: list[dict[str, float]] = field(default_factory=list)  # per transaction, for histograms
     duration_s: float = 0.0
 
     def add_task(self, row) -> None:
@@ -92,6 +93,8 @@ class BatchStats:
         self.outcomes["aborted"] += row["aborted"]
         for phase in PHASES:
             self.phase_seconds[phase] += row[f"phase_{phase}_s"]
+        if row["outcome"] == "committed":
+            self.task_phases.append({phase: row[f"phase_{phase}_s"] for phase in PHASES})
         self.register_round_trips += row["register_round_trips"]
         self.first_send_after_begin_s += row["first_send_after_begin_s"]
         self.latency_counts = self.latency_counts + np.asarray(row["latency_counts"], dtype=np.int64)

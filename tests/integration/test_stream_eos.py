@@ -251,3 +251,32 @@ def test_job_runs_under_plain_spark_submit(bootstrap, pipeline):
         capture_output=True, text=True, timeout=300, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert_exactly_once(bootstrap, settings)
+
+
+def test_driver_metrics_agree_with_the_run_and_the_verifier(bootstrap, spark, pipeline):
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    settings = pipeline(metrics_port=19501)
+    summary = job.run(spark, settings)
+    report = verify(bootstrap, settings.input_topic, settings.output_topic, settings.app_id)
+    text = urllib.request.urlopen("http://127.0.0.1:19501/metrics", timeout=5).read().decode()
+    samples = {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in ("app_id", "sink")))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    assert samples[("eosbench_stream_output_records_total", ())] == report.output_committed == summary.records_out
+    assert samples[("eosbench_stream_input_records_total", ())] == report.input_committed == summary.input_rows
+    span = samples[("eosbench_stream_offset_span_total", ())]
+    assert span == report.input_committed + report.input_aborted + _markers(bootstrap, settings.input_topic)
+    assert samples[("eosbench_stream_aborted_fraction", ())] == pytest.approx(1 - report.input_committed / span)
+    assert samples[("eosbench_stream_consumer_lag_records", ())] == 0
+    assert samples[("eosbench_sink_transactions_total", (("outcome", "committed"),))] == summary.outcomes["committed"]
+    assert samples[("eosbench_stream_end_to_end_latency_seconds_count", ())] == summary.records_out
+
+
+def _markers(bootstrap: str, topic: str) -> int:
+    """Offsets taken by transaction markers: the end offsets minus every record, committed or not."""
+    from streaming.verify import read_index, stable_and_end_offsets
+
+    ends = sum(end for _, end in stable_and_end_offsets(bootstrap, topic).values())
+    return ends - read_index(bootstrap, topic, "read_uncommitted", with_src=False).seq.size

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-quick clean
+.PHONY: setup demo test test-quick clean prometheus
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; eosbench needs Python 3.11" >&2; exit 3; }
@@ -13,7 +13,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+# The real Prometheus server and promtool, from Debian (the tests check configs and metrics with them).
+prometheus:
+	@command -v promtool >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	  else echo "error: promtool not found; install Debian's prometheus package (sudo apt-get install prometheus)" >&2; exit 3; fi; }
+
+setup: $(STAMP) prometheus
 	$(BIN)/eosbench setup
 
 demo: setup

@@ -56,6 +56,8 @@ def test_read_committed_count_equals_the_committed_count_the_tool_reports(bootst
     assert visible == committed_sequence_numbers(summary)
 
     metrics = urllib.request.urlopen("http://127.0.0.1:19400/metrics", timeout=5).read().decode()
+    checked = subprocess.run(["promtool", "check", "metrics"], input=metrics, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     assert f'eosbench_producer_records_total{{outcome="committed",run_id="{run.run_id}"}} {summary["records_committed"]}.0' in metrics
     assert f'eosbench_producer_transactions_total{{outcome="aborted",run_id="{run.run_id}"}} {summary["transactions_aborted"]}.0' in metrics
     assert f'eosbench_producer_configured_abort_ratio{{run_id="{run.run_id}"}} 0.5' in metrics

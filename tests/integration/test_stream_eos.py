@@ -262,6 +262,8 @@ def test_driver_metrics_agree_with_the_run_and_the_verifier(bootstrap, spark, pi
     summary = job.run(spark, settings)
     report = verify(bootstrap, settings.input_topic, settings.output_topic, settings.app_id)
     text = urllib.request.urlopen("http://127.0.0.1:19501/metrics", timeout=5).read().decode()
+    checked = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     samples = {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in ("app_id", "sink")))): s.value
                for family in text_string_to_metric_families(text) for s in family.samples}
     assert samples[("eosbench_stream_output_records_total", ())] == report.output_committed == summary.records_out

@@ -82,6 +82,11 @@ class StreamMetrics:
         self.registry.register(self.end_to_end)
         for outcome in OUTCOMES:
             self.sink_transactions.labels(**self.labels, outcome=outcome)
+        # Every series exists from the first scrape, at zero, so rate() and increase() see the
+        # whole run rather than starting at the first batch's count.
+        for series in (self.input_records, self.output_records, self.dead_lettered, self.offset_span, self.batches,
+                       self.aborted_fraction, self.lag):
+            series.labels(**self.labels)
         self._visible = 0
         self._span = 0
         self._spans_seen: set[int] = set()

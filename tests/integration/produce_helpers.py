@@ -12,10 +12,10 @@ from producers.perf import ProduceSummary, ProducerPerformance
 def produce(bootstrap: str, topic: str, num_records: int, records_per_transaction: int,
             abort_ratio: float = 0.0, seed: int = 0, **extra) -> ProduceSummary:
     """Run `eosbench produce` in-process with deterministic commit points; quiet output."""
-    settings = ProduceSettings(topic=topic, bootstrap_server=bootstrap, num_records=num_records, record_size=100,
-                               throughput=-1, records_per_transaction=records_per_transaction,
-                               transaction_abort_ratio=abort_ratio, seed=seed, transactional_id=f"{topic}.fill",
-                               producer_props=("acks=all",), **extra)
+    fields = dict(topic=topic, bootstrap_server=bootstrap, num_records=num_records, record_size=100, throughput=-1,
+                  records_per_transaction=records_per_transaction, transaction_abort_ratio=abort_ratio, seed=seed,
+                  transactional_id=f"{topic}.fill", producer_props=("acks=all",))
+    settings = ProduceSettings(**{**fields, **extra})
     return ProducerPerformance(settings, out=io.StringIO()).run()
 
 

@@ -1,0 +1,175 @@
+"""A real Prometheus scrapes a real producer, stream and broker; every dashboard query and every
+recording rule must then return plausible, non-empty results through Prometheus's HTTP API."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+import yaml
+
+from conf.settings import CONF_DIR
+from conf.stream_settings import StreamSettings
+from eosbench.kafka_admin import create_topic
+from streaming import job
+from streaming.verify import read_index, stable_and_end_offsets, verify
+from tests.integration.produce_helpers import produce
+
+PROMETHEUS_PORT = 19090
+PRODUCER_METRICS_PORT = 19410
+STREAM_METRICS_PORT = 19411
+
+
+def query(expr: str) -> list[dict]:
+    """Run an instant query; return its result vector."""
+    url = f"http://127.0.0.1:{PROMETHEUS_PORT}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    answer = json.loads(urllib.request.urlopen(url, timeout=10).read())
+    assert answer["status"] == "success", answer
+    return answer["data"]["result"]
+
+
+def value(expr: str) -> float:
+    """The single value of a query that must return exactly one series."""
+    result = query(expr)
+    assert len(result) == 1, (expr, result)
+    return float(result[0]["value"][1])
+
+
+@pytest.fixture(scope="module")
+def prometheus(kafka_cluster, tmp_path_factory):
+    """The real Prometheus (Debian's), scraping this test run's ports every second."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.fail("prometheus not found: run `make setup` (it installs Debian's prometheus package)")
+    folder = tmp_path_factory.mktemp("prometheus")
+    config = yaml.safe_load((CONF_DIR / "prometheus" / "prometheus.yml").read_text())
+    config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    config["rule_files"] = [str(CONF_DIR / "prometheus" / name) for name in ("recording_rules.yml", "alert_rules.yml")]
+    targets = {"eosbench-producer": PRODUCER_METRICS_PORT, "eosbench-stream": STREAM_METRICS_PORT,
+               "kafka": kafka_cluster.settings.nodes()[0].jmx_exporter}
+    config["scrape_configs"] = [
+        {"job_name": name, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]} for name, port in targets.items()]
+    (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
+    server = subprocess.Popen([binary, f"--config.file={folder / 'prometheus.yml'}",
+                               f"--storage.tsdb.path={folder / 'data'}",
+                               f"--web.listen-address=127.0.0.1:{PROMETHEUS_PORT}"],
+                              stdout=subprocess.DEVNULL, stderr=open(folder / "prometheus.log", "w"))
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{PROMETHEUS_PORT}/-/ready", timeout=1)
+            break
+        except OSError:
+            assert time.monotonic() < deadline, (folder / "prometheus.log").read_text()[-2000:]
+            time.sleep(0.2)
+    # Ready is not scraping: target discovery hands targets over up to 5 s later. Wait until
+    # every target has been tried once, or a short run could finish before its first scrape.
+    while len(query("up")) < len(targets):
+        assert time.monotonic() < deadline + 30, "Prometheus never scraped its targets"
+        time.sleep(0.2)
+    yield server
+    server.terminate()
+    server.wait(10)
+
+
+@pytest.fixture(scope="module")
+def monitored_run(prometheus, bootstrap, spark, tmp_path_factory):
+    """Producer (abort ratio 0.5) then stream, both serving /metrics, scraped to the end."""
+    folder = tmp_path_factory.mktemp("monitored")
+    source, sink = "monitored-in", "monitored-out"
+    for topic, partitions in ((source, 2), (sink, 2), (f"{sink}.dlq", 1)):
+        create_topic(bootstrap, topic, partitions, 1)
+    produced = produce(bootstrap, source, 8_000, records_per_transaction=200, abort_ratio=0.5, seed=8,
+                       metrics_port=PRODUCER_METRICS_PORT, throughput=2_000)
+    settings = StreamSettings(input_topic=source, output_topic=sink, bootstrap_server=bootstrap, app_id="monitored",
+                              checkpoint=folder / "checkpoint", max_offsets_per_trigger=1_000,
+                              metrics_port=STREAM_METRICS_PORT)
+    streamed = job.run(spark, settings)
+    report = verify(bootstrap, source, sink, "monitored", f"{sink}.dlq")
+    deadline = time.monotonic() + 20
+    while not query(f"eosbench_stream_output_records_total == {report.output_committed}"):
+        assert time.monotonic() < deadline, "Prometheus never scraped the final count"
+        time.sleep(0.5)
+    time.sleep(2)  # two more evaluations of the recording rules
+    return produced, streamed, report, settings
+
+
+def dashboard_queries() -> list[tuple[str, str, str]]:
+    """(dashboard, panel, PromQL) for every target of every dashboard, variables set to All.
+
+    The panels' 1-minute rate windows suit a live run; this run has ended by the time the
+    queries go out, so the window is widened to cover all of it.
+    """
+    found = []
+    for path in sorted((CONF_DIR.parent / "dashboards").glob("*.json")):
+        for panel in json.loads(path.read_text())["panels"]:
+            for target in panel["targets"]:
+                expr = target["expr"].replace("$run_id", ".*").replace("$app_id", ".*").replace("[1m]", "[10m]")
+                found.append((path.name, panel["title"], expr))
+    return found
+
+
+def recording_rules() -> list[str]:
+    """The name of every recording rule."""
+    rules = yaml.safe_load((CONF_DIR / "prometheus" / "recording_rules.yml").read_text())
+    return [rule["record"] for group in rules["groups"] for rule in group["rules"]]
+
+
+@pytest.mark.parametrize("board,title,expr", dashboard_queries())
+def test_every_dashboard_query_returns_plausible_values(monitored_run, board, title, expr):
+    result = query(expr)
+    assert result, f"{board} / {title}: no series for {expr}"
+    values = [float(series["value"][1]) for series in result]
+    assert all(v >= 0 for v in values if not math.isnan(v)), (title, values)
+    assert any(not math.isnan(v) for v in values), (title, values)
+
+
+@pytest.mark.parametrize("record", recording_rules())
+def test_every_recording_rule_has_a_value(monitored_run, record):
+    # Prometheus evaluated each rule every second during the run; its recorded series must hold
+    # real numbers (a rate-based rule goes to NaN a minute after the run, hence the window).
+    result = query(f"max_over_time({record}[10m])")
+    assert result and all(not math.isnan(float(series["value"][1])) for series in result), record
+
+
+def test_counts_in_prometheus_equal_what_verify_counted(monitored_run):
+    produced, streamed, report, _ = monitored_run
+    assert value('max_over_time(eosbench_stream_output_records_total{app_id="monitored"}[10m])') == report.output_committed
+    assert value('max_over_time(eosbench_stream_input_records_total{app_id="monitored"}[10m])') == report.input_committed
+    committed = value(f'eosbench_producer_records_total{{run_id="{produced.run_id}",outcome="committed"}}')
+    assert committed == produced.records_committed == report.input_committed
+    # The output rate over the run covers every record the verifier saw, within a scrape's rounding.
+    increase = value('sum(increase(eosbench_stream_output_records_total{app_id="monitored"}[10m]))')
+    assert increase == pytest.approx(report.output_committed, rel=0.05)
+
+
+def test_abort_overhead_gauges_agree_with_independent_read_committed_and_uncommitted_counts(monitored_run, bootstrap):
+    produced, _, _, settings = monitored_run
+    committed = read_index(bootstrap, settings.input_topic, "read_committed", with_src=False).seq.size
+    everything = read_index(bootstrap, settings.input_topic, "read_uncommitted", with_src=False).seq.size
+    offsets = sum(end for _, end in stable_and_end_offsets(bootstrap, settings.input_topic).values())
+    assert produced.transaction_abort_ratio == 0.5
+    producer_side = value(f'eosbench_abort_overhead_ratio{{run_id="{produced.run_id}"}}')
+    assert producer_side == pytest.approx(everything / committed - 1, abs=1e-9)
+    assert value(f'eosbench:producer_abort_overhead:ratio{{run_id="{produced.run_id}"}}') == pytest.approx(producer_side)
+    stream_side = value('eosbench_stream_aborted_fraction{app_id="monitored"}')
+    assert stream_side == pytest.approx(1 - committed / offsets, abs=1e-9)
+    assert value('eosbench:stream_aborted_fraction:ratio{app_id="monitored"}') == pytest.approx(stream_side)
+
+
+def test_promtool_accepts_every_metrics_endpoint(monitored_run, kafka_cluster):
+    for port in (PRODUCER_METRICS_PORT, STREAM_METRICS_PORT, kafka_cluster.settings.nodes()[0].jmx_exporter):
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        checked = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+        # The JMX exporter's own names (e.g. counters without _total) draw lint warnings; only
+        # eosbench's endpoints must be lint-clean.
+        if port != kafka_cluster.settings.nodes()[0].jmx_exporter:
+            assert checked.returncode == 0, (port, checked.stdout + checked.stderr)
+        else:
+            assert "error" not in (checked.stdout + checked.stderr).lower(), checked.stdout + checked.stderr

@@ -144,9 +144,11 @@ def test_counts_in_prometheus_equal_what_verify_counted(monitored_run):
     assert value('max_over_time(eosbench_stream_input_records_total{app_id="monitored"}[10m])') == report.input_committed
     committed = value(f'eosbench_producer_records_total{{run_id="{produced.run_id}",outcome="committed"}}')
     assert committed == produced.records_committed == report.input_committed
-    # The output rate over the run covers every record the verifier saw, within a scrape's rounding.
+    # The rate the dashboards chart, integrated over the run, covers every record the verifier saw.
+    # increase() extrapolates to the window's edges by up to one scrape interval at each end of
+    # a ~30 s series, so it is an estimate within about a tenth.
     increase = value('sum(increase(eosbench_stream_output_records_total{app_id="monitored"}[10m]))')
-    assert increase == pytest.approx(report.output_committed, rel=0.05)
+    assert increase == pytest.approx(report.output_committed, rel=0.1)
 
 
 def test_abort_overhead_gauges_agree_with_independent_read_committed_and_uncommitted_counts(monitored_run, bootstrap):

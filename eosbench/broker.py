@@ -303,6 +303,11 @@ def _is_zombie(pid: int) -> bool:
     return stat is None or stat[0] == "Z"
 
 
+def process_alive(pid: int) -> bool:
+    """Tell whether a process exists and is not a zombie."""
+    return not _is_zombie(pid)
+
+
 def _signal(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)

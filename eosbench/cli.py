@@ -131,6 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--abort-ratio", type=float, default=0.3, help="share of transactions aborted, in [0, 1]")
     demo.add_argument("--partitions", type=_positive_int, default=4)
     demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--monitor", action="store_true",
+                      help="start the real Prometheus next to the broker, serve every /metrics, print the URLs")
+    demo.add_argument("--hold", action="store_true",
+                      help="with --monitor: keep serving the run's /metrics until Ctrl-C")
+
+    prometheus = commands.add_parser("prometheus", help="the local Prometheus server that demo --monitor starts")
+    prometheus.add_argument("action", choices=("start", "stop", "status"))
     return parser
 
 
@@ -304,9 +311,30 @@ def cmd_demo(args: argparse.Namespace) -> int:
         raise BadInput(f"--abort-ratio must lie in [0.0, 1.0], got {args.abort_ratio}")
     options = DemoOptions(bootstrap=args.bootstrap, records=args.records,
                           records_per_transaction=args.records_per_transaction,
-                          abort_ratio=args.abort_ratio, partitions=args.partitions, seed=args.seed)
+                          abort_ratio=args.abort_ratio, partitions=args.partitions, seed=args.seed,
+                          monitor=args.monitor)
     result = run_demo(options, Console())
+    if args.monitor and args.hold:
+        print("serving /metrics until Ctrl-C", file=sys.stderr)
+        while True:
+            time.sleep(3600)
     return 0 if result.ok else EXIT_CHECK_FAILED
+
+
+def cmd_prometheus(args: argparse.Namespace) -> int:
+    """Handle `eosbench prometheus start|stop|status`."""
+    from eosbench.prometheus_server import LocalPrometheus
+
+    server = LocalPrometheus()
+    if args.action == "start":
+        print(server.start())
+    elif args.action == "stop":
+        print("stopped Prometheus" if server.stop() else "Prometheus was not running")
+    else:
+        running = server.running()
+        print(f"Prometheus {'running at ' + server.url if running else 'stopped'}")
+        return 0 if running else EXIT_CHECK_FAILED
+    return 0
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
@@ -399,7 +427,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 HANDLERS = {"broker": cmd_broker, "topics": cmd_topics, "setup": cmd_setup, "demo": cmd_demo,
-            "produce": cmd_produce, "bench": cmd_bench, "stream": cmd_stream, "verify": cmd_verify}
+            "produce": cmd_produce, "bench": cmd_bench, "stream": cmd_stream, "verify": cmd_verify,
+            "prometheus": cmd_prometheus}
 
 
 def _first_validation_error(exc: ValidationError) -> str:

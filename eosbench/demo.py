@@ -21,6 +21,7 @@ from rich.table import Table
 from conf.settings import ClusterSettings
 from eosbench.broker import LocalCluster
 from eosbench.kafka_admin import cluster_metadata, create_topic, delete_topics
+from eosbench.prometheus_server import LocalPrometheus
 from eosbench.spark import spark_session
 from conf.produce_settings import ProduceSettings
 from conf.stream_settings import StreamSettings
@@ -30,6 +31,8 @@ from streaming.verify import verify
 from streaming.reader import read_topic, sequence_number_counts
 
 DEMO_TOPIC_PREFIX = "eosbench-demo-"
+PRODUCER_METRICS_PORT = 9400  # the ports conf/prometheus/prometheus.yml scrapes
+STREAM_METRICS_PORT = 9401
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class DemoOptions:
     abort_ratio: float = 0.3
     partitions: int = 4
     seed: int = 0
+    monitor: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,12 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
         bootstrap = cluster.settings.bootstrap_servers
     timings["broker ready"] = time.monotonic() - clock
 
+    prometheus = None
+    if options.monitor:
+        prometheus = LocalPrometheus()
+        console.print(f"[dim]starting Prometheus ({prometheus.url}, scraping every 5 s)…[/]")
+        prometheus.start()
+
     _delete_old_demo_topics(bootstrap)
     topic = f"{DEMO_TOPIC_PREFIX}{run_id}"
     replication = min(3, len(cluster_metadata(bootstrap).brokers))
@@ -81,19 +91,20 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     clock = time.monotonic()
     console.print(f"[dim]eosbench produce: {options.records:,} records in transactions of"
                   f" {options.records_per_transaction:,}, abort ratio {options.abort_ratio}…[/]")
-    produced = ProducerPerformance(ProduceSettings(
+    produce_fields = dict(
         topic=topic, bootstrap_server=bootstrap, num_records=options.records, record_size=100, throughput=-1,
         records_per_transaction=options.records_per_transaction, transaction_abort_ratio=options.abort_ratio,
-        seed=options.seed, transactional_id=f"eosbench.demo.{run_id}", run_id=run_id,
-        producer_props=("acks=all",),
-    )).run()
+        seed=options.seed, transactional_id=f"eosbench.demo.{run_id}", run_id=run_id, producer_props=("acks=all",))
+    if options.monitor:  # a paced run that Prometheus can watch, with a /metrics to scrape
+        produce_fields.update(throughput=2_000.0, metrics_port=PRODUCER_METRICS_PORT)
+    produced = ProducerPerformance(ProduceSettings(**produce_fields)).run()
     committed_ids = [seq for first, count, outcome in produced.transactions if outcome == "committed"
                      for seq in range(first, first + count)]
     timings["transactional writes"] = time.monotonic() - clock
 
     clock = time.monotonic()
     console.print("[dim]starting Spark (local[2])…[/]")
-    spark = spark_session("eosbench-demo")
+    spark = spark_session("eosbench-demo", monitoring=options.monitor)
     timings["spark start"] = time.monotonic() - clock
 
     clock = time.monotonic()
@@ -107,9 +118,12 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     create_topic(bootstrap, f"{output}.dlq", 1, replication)
     console.print(f"[dim]streaming {topic} -> {output} through the transactional sink…[/]")
     with tempfile.TemporaryDirectory(prefix="eosbench-demo-") as scratch:
-        streamed = job.run(spark, StreamSettings(
+        stream_fields = dict(
             input_topic=topic, output_topic=output, bootstrap_server=bootstrap, app_id=f"eosbench-demo-{run_id}",
-            checkpoint=Path(scratch) / "checkpoint", max_offsets_per_trigger=max(1, options.records // 4)))
+            checkpoint=Path(scratch) / "checkpoint", max_offsets_per_trigger=max(1, options.records // 4))
+        if options.monitor:  # small batches, so the dashboards have a run to draw
+            stream_fields.update(metrics_port=STREAM_METRICS_PORT, max_offsets_per_trigger=1_000)
+        streamed = job.run(spark, StreamSettings(**stream_fields))
     timings["exactly-once stream"] = time.monotonic() - clock
     verified = verify(bootstrap, topic, output, f"eosbench-demo-{run_id}", f"{output}.dlq")
     console.print(f"stream: {streamed.batches} batches, {streamed.records_out:,} records out,"
@@ -129,7 +143,31 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     )
     _print_summary(console, topic, options, produced.transactions_committed, produced.transactions_aborted,
                    result, committed_view, expected, timings)
+    if prometheus:
+        _wait_for_final_scrape(prometheus, f"eosbench-demo-{run_id}", streamed.records_out)
+        _print_monitoring(console, prometheus, bootstrap)
     return result
+
+
+def _wait_for_final_scrape(prometheus: LocalPrometheus, app_id: str, records_out: int, timeout_s: float = 20) -> None:
+    """Keep this process's /metrics up until Prometheus has scraped the run's final counts."""
+    deadline = time.monotonic() + timeout_s
+    expr = f'eosbench_stream_output_records_total{{app_id="{app_id}"}} == {records_out}'
+    while not prometheus.query(expr) and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+def _print_monitoring(console: Console, prometheus: LocalPrometheus, bootstrap: str) -> None:
+    console.print(f"""
+[bold]Monitoring[/]
+  Prometheus      {prometheus.url}   (Graph: eosbench:stream_output_records:rate1m, eosbench:stream_aborted_fraction:ratio)
+  alerts          {prometheus.url}/alerts
+  producer        http://127.0.0.1:{PRODUCER_METRICS_PORT}/metrics   (while this command runs)
+  stream driver   http://127.0.0.1:{STREAM_METRICS_PORT}/metrics
+  Spark           http://127.0.0.1:4040/metrics/prometheus  and  /metrics/executors/prometheus
+  brokers         the JMX exporter on each broker's port + 200 (9292 for {bootstrap.split(',')[0]})
+  Grafana         provision dashboards/provisioning/ and open "eosbench: exactly-once overview"
+Prometheus keeps running with the run's data: stop it with `eosbench prometheus stop`.""")
 
 
 def _delete_old_demo_topics(bootstrap: str) -> None:

@@ -35,11 +35,23 @@ DEFAULT_CONF: dict[str, str] = {
 }
 
 
+# Spark's own metrics for Prometheus: the UI's executor endpoint and the driver's servlet sink.
+MONITORING_CONF: dict[str, str] = {
+    "spark.ui.enabled": "true",
+    "spark.ui.port": "4040",
+    "spark.ui.prometheus.enabled": "true",
+    "spark.metrics.conf.*.sink.prometheusServlet.class": "org.apache.spark.metrics.sink.PrometheusServlet",
+    "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
+    "spark.sql.streaming.metricsEnabled": "true",
+}
+
+
 def build_spark_session(
     app_name: str = "eosbench",
     master: str | None = None,
     jars: Iterable[str] = (),
     conf: Mapping[str, str] | None = None,
+    monitoring: bool = False,
 ) -> SparkSession:
     """Return a SparkSession with eosbench's defaults, the given jars and any overrides."""
     # Executors start `python3` from PATH unless told otherwise, and that interpreter does not
@@ -57,6 +69,8 @@ def build_spark_session(
     jar_list = ",".join(str(jar) for jar in jars)
     if jar_list:
         settings["spark.jars"] = jar_list
+    if monitoring:
+        settings.update(MONITORING_CONF)
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import subprocess
 import time
-import urllib.parse
 import urllib.request
 
 import pytest
@@ -17,6 +15,7 @@ import yaml
 from conf.settings import CONF_DIR
 from conf.stream_settings import StreamSettings
 from eosbench.kafka_admin import create_topic
+from eosbench.prometheus_server import LocalPrometheus
 from streaming import job
 from streaming.verify import read_index, stable_and_end_offsets, verify
 from tests.integration.produce_helpers import produce
@@ -28,10 +27,7 @@ STREAM_METRICS_PORT = 19411
 
 def query(expr: str) -> list[dict]:
     """Run an instant query; return its result vector."""
-    url = f"http://127.0.0.1:{PROMETHEUS_PORT}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    answer = json.loads(urllib.request.urlopen(url, timeout=10).read())
-    assert answer["status"] == "success", answer
-    return answer["data"]["result"]
+    return LocalPrometheus(port=PROMETHEUS_PORT).query(expr)
 
 
 def value(expr: str) -> float:
@@ -44,38 +40,12 @@ def value(expr: str) -> float:
 @pytest.fixture(scope="module")
 def prometheus(kafka_cluster, tmp_path_factory):
     """The real Prometheus (Debian's), scraping this test run's ports every second."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.fail("prometheus not found: run `make setup` (it installs Debian's prometheus package)")
-    folder = tmp_path_factory.mktemp("prometheus")
-    config = yaml.safe_load((CONF_DIR / "prometheus" / "prometheus.yml").read_text())
-    config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
-    config["rule_files"] = [str(CONF_DIR / "prometheus" / name) for name in ("recording_rules.yml", "alert_rules.yml")]
-    targets = {"eosbench-producer": PRODUCER_METRICS_PORT, "eosbench-stream": STREAM_METRICS_PORT,
-               "kafka": kafka_cluster.settings.nodes()[0].jmx_exporter}
-    config["scrape_configs"] = [
-        {"job_name": name, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]} for name, port in targets.items()]
-    (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
-    server = subprocess.Popen([binary, f"--config.file={folder / 'prometheus.yml'}",
-                               f"--storage.tsdb.path={folder / 'data'}",
-                               f"--web.listen-address=127.0.0.1:{PROMETHEUS_PORT}"],
-                              stdout=subprocess.DEVNULL, stderr=open(folder / "prometheus.log", "w"))
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{PROMETHEUS_PORT}/-/ready", timeout=1)
-            break
-        except OSError:
-            assert time.monotonic() < deadline, (folder / "prometheus.log").read_text()[-2000:]
-            time.sleep(0.2)
-    # Ready is not scraping: target discovery hands targets over up to 5 s later. Wait until
-    # every target has been tried once, or a short run could finish before its first scrape.
-    while len(query("up")) < len(targets):
-        assert time.monotonic() < deadline + 30, "Prometheus never scraped its targets"
-        time.sleep(0.2)
+    server = LocalPrometheus(tmp_path_factory.mktemp("prometheus"), port=PROMETHEUS_PORT, interval="1s", targets={
+        "eosbench-producer": PRODUCER_METRICS_PORT, "eosbench-stream": STREAM_METRICS_PORT,
+        "kafka": kafka_cluster.settings.nodes()[0].jmx_exporter})
+    server.start()
     yield server
-    server.terminate()
-    server.wait(10)
+    server.stop()
 
 
 @pytest.fixture(scope="module")

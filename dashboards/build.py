@@ -72,6 +72,10 @@ def overview() -> dict:
         panel("Consumer lag of the sink's group", [
             ("{{app_id}}", f"eosbench_stream_consumer_lag_records{{{APP}}}"),
         ], "short", description="Input end offsets minus the group's committed offsets."),
+        panel("Verify: exactly-once violations found", [
+            ("violations {{app_id}}", f"eosbench_verify_violations{{{APP}}}"),
+            ("records checked {{app_id}}", f"eosbench_verify_records_checked{{{APP}}}"),
+        ], "short", description="From the last verify (the demo and the soak publish it); any violation fires EosbenchVerifyFailed."),
         panel("Sink phase time per transaction", [
             ("{{phase}}", f"sum by (phase) (rate(eosbench_sink_transaction_phase_seconds_sum{{{APP}}}[1m]))"
                           f" / sum by (phase) (rate(eosbench_sink_transaction_phase_seconds_count{{{APP}}}[1m]))"),

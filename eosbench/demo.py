@@ -27,6 +27,7 @@ from conf.produce_settings import ProduceSettings
 from conf.stream_settings import StreamSettings
 from producers.perf import ProducerPerformance
 from streaming import job
+from streaming.metrics import StreamMetrics
 from streaming.verify import verify
 from streaming.reader import read_topic, sequence_number_counts
 
@@ -121,11 +122,16 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
         stream_fields = dict(
             input_topic=topic, output_topic=output, bootstrap_server=bootstrap, app_id=f"eosbench-demo-{run_id}",
             checkpoint=Path(scratch) / "checkpoint", max_offsets_per_trigger=max(1, options.records // 4))
+        stream_metrics = None
         if options.monitor:  # small batches, so the dashboards have a run to draw
             stream_fields.update(metrics_port=STREAM_METRICS_PORT, max_offsets_per_trigger=1_000)
-        streamed = job.run(spark, StreamSettings(**stream_fields))
+            stream_metrics = StreamMetrics(stream_fields["app_id"], "kafka-eos")
+            stream_metrics.serve(STREAM_METRICS_PORT, "127.0.0.1")
+        streamed = job.run(spark, StreamSettings(**stream_fields), metrics=stream_metrics)
     timings["exactly-once stream"] = time.monotonic() - clock
     verified = verify(bootstrap, topic, output, f"eosbench-demo-{run_id}", f"{output}.dlq")
+    if stream_metrics:
+        stream_metrics.verified(len(verified.violations), verified.input_committed)
     console.print(f"stream: {streamed.batches} batches, {streamed.records_out:,} records out,"
                   f" transactions {streamed.outcomes}, end-to-end p50 {streamed.latency_p50_ms:.0f} ms;"
                   f" verify: {'ok' if verified.ok else 'FAILED: ' + '; '.join(verified.violations)}")

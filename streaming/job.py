@@ -203,14 +203,18 @@ def print_batch(batch: BatchStats, out=sys.stdout) -> None:
           f" {histogram_percentile(batch.latency_counts, 0.99):.0f} ms", file=out, flush=True)
 
 
-def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] | None = None) -> StreamSummary:
-    """Start the query, run it to its end (available-now) or its timeout, and return the totals."""
+def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] | None = None,
+        metrics=None) -> StreamSummary:
+    """Start the query, run it to its end (available-now) or its timeout, and return the totals.
+
+    With --metrics-port the driver serves its metrics; a caller that wants to add to them (the
+    demo publishes its verify result) passes its own StreamMetrics, already serving.
+    """
     from streaming.baseline_sinks import AtLeastOnceKafkaSink, IdempotentDeltaSink
     from streaming.eos_sink import TransactionalSink
 
     summary = StreamSummary()
-    metrics = None
-    if settings.metrics_port:
+    if metrics is None and settings.metrics_port:
         from streaming.metrics import StreamMetrics
 
         metrics = StreamMetrics(settings.app_id, settings.sink)

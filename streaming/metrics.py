@@ -77,6 +77,10 @@ class StreamMetrics:
                                       "1 - visible records / offset span, over the run", names, registry=self.registry)
         self.lag = Gauge("eosbench_stream_consumer_lag_records", "Input end offsets minus the sink group's offsets",
                          names, registry=self.registry)
+        self.verify_violations = Gauge("eosbench_verify_violations", "Violations the last verify found (0 = none)",
+                                       names, registry=self.registry)
+        self.verify_records = Gauge("eosbench_verify_records_checked", "Committed input records the last verify checked",
+                                    names, registry=self.registry)
         self.end_to_end = BucketedHistogram("eosbench_stream_end_to_end_latency_seconds",
                                             "Input CreateTime to output commit", self.labels)
         self.registry.register(self.end_to_end)
@@ -126,6 +130,11 @@ class StreamMetrics:
         self.offset_span.labels(**self.labels).inc(span)
         self.input_records.labels(**self.labels).inc(visible)
         self._update_aborted_fraction()
+
+    def verified(self, violations: int, records_checked: int) -> None:
+        """Publish a verify report's outcome (the verify-failure alert watches it)."""
+        self.verify_violations.labels(**self.labels).set(violations)
+        self.verify_records.labels(**self.labels).set(records_checked)
 
     def set_lag(self, records: int) -> None:
         """The sink group's lag behind the input's end."""

@@ -17,6 +17,7 @@ from conf.stream_settings import StreamSettings
 from eosbench.kafka_admin import create_topic
 from eosbench.prometheus_server import LocalPrometheus
 from streaming import job
+from streaming.metrics import StreamMetrics
 from streaming.verify import read_index, stable_and_end_offsets, verify
 from tests.integration.produce_helpers import produce
 
@@ -60,8 +61,11 @@ def monitored_run(prometheus, bootstrap, spark, tmp_path_factory):
     settings = StreamSettings(input_topic=source, output_topic=sink, bootstrap_server=bootstrap, app_id="monitored",
                               checkpoint=folder / "checkpoint", max_offsets_per_trigger=1_000,
                               metrics_port=STREAM_METRICS_PORT)
-    streamed = job.run(spark, settings)
+    metrics = StreamMetrics(settings.app_id, settings.sink)
+    metrics.serve(STREAM_METRICS_PORT, "127.0.0.1")
+    streamed = job.run(spark, settings, metrics=metrics)
     report = verify(bootstrap, source, sink, "monitored", f"{sink}.dlq")
+    metrics.verified(len(report.violations), report.input_committed)
     deadline = time.monotonic() + 20
     while not query(f"eosbench_stream_output_records_total == {report.output_committed}"):
         assert time.monotonic() < deadline, "Prometheus never scraped the final count"
@@ -133,6 +137,14 @@ def test_abort_overhead_gauges_agree_with_independent_read_committed_and_uncommi
     stream_side = value('eosbench_stream_aborted_fraction{app_id="monitored"}')
     assert stream_side == pytest.approx(1 - committed / offsets, abs=1e-9)
     assert value('eosbench:stream_aborted_fraction:ratio{app_id="monitored"}') == pytest.approx(stream_side)
+
+
+def test_verify_result_is_published_and_no_alert_fires(monitored_run):
+    _, _, report, _ = monitored_run
+    assert report.ok
+    assert value('eosbench_verify_violations{app_id="monitored"}') == 0
+    assert value('eosbench_verify_records_checked{app_id="monitored"}') == report.input_committed
+    assert query('ALERTS{alertname=~"EosbenchVerifyFailed|EosbenchHangingTransaction"}') == []
 
 
 def test_promtool_accepts_every_metrics_endpoint(monitored_run, kafka_cluster):

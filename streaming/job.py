@@ -143,23 +143,46 @@ class StreamSummary:
 
 
 class _ProgressWatcher:
-    """Feeds the metrics from the query's progress (offset spans) and the sink group's lag."""
+    """Feeds the metrics from the query's progress (offset spans) and the sink group's lag.
+
+    Each sweep reads only the progress reports that are new since the last one: a soak runs for
+    days, and re-reading (and re-converting through py4j) every report each second would grow
+    without bound.
+    """
 
     def __init__(self, query, settings: StreamSettings, metrics, interval_s: float = 1.0):
         import threading
 
         self.query, self.settings, self.metrics, self.interval_s = query, settings, metrics, interval_s
+        self._last_batch_id = -1
+        self._initial: dict | None = None
+        self._lag_reader = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="eosbench-progress", daemon=True)
         self._thread.start()
 
+    def _new_progress_reports(self) -> list[str]:
+        reports = self.query._jsq.recentProgress()  # the Java array PySpark's recentProgress wraps
+        new = []
+        for index in range(len(reports) - 1, -1, -1):
+            report = reports[index]
+            if report.batchId() <= self._last_batch_id:
+                break
+            new.append(report.json())
+        if new:
+            self._last_batch_id = json.loads(new[0])["batchId"]
+        return new[::-1]
+
     def _sweep(self) -> None:
         from streaming.checkpoint import initial_offsets
 
-        initial = initial_offsets(self.settings.checkpoint_dir)
-        for progress in self.query.recentProgress:
-            self.metrics.progress(progress.json, initial)
-        self.metrics.set_lag(group_lag(self.settings))
+        if not self._initial:  # written once, when the query starts
+            self._initial = initial_offsets(self.settings.checkpoint_dir)
+        for report in self._new_progress_reports():
+            self.metrics.progress(report, self._initial)
+        if self._lag_reader is None:
+            self._lag_reader = _group_reader(self.settings)
+        self.metrics.set_lag(group_lag(self.settings, self._lag_reader))
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -172,26 +195,33 @@ class _ProgressWatcher:
         """Stop watching after one last sweep."""
         self._stop.set()
         self._thread.join(timeout=5)
-        self._sweep()
+        try:
+            self._sweep()
+        finally:
+            if self._lag_reader is not None:
+                self._lag_reader.close()
 
 
-def group_lag(settings: StreamSettings) -> int:
-    """Records between the sink group's committed offsets and the input's end offsets."""
-    from confluent_kafka import Consumer, TopicPartition
+def _group_reader(settings: StreamSettings):
+    from confluent_kafka import Consumer
 
     from conf.client_log import CLIENT_LOG
 
-    consumer = Consumer({"bootstrap.servers": settings.bootstrap_server, "group.id": settings.group_id,
-                         "enable.auto.commit": False}, logger=CLIENT_LOG)
-    try:
-        partitions = consumer.list_topics(settings.input_topic, timeout=10).topics[settings.input_topic].partitions
-        lag = 0
-        for tp in consumer.committed([TopicPartition(settings.input_topic, p) for p in partitions], timeout=10):
-            low, high = consumer.get_watermark_offsets(TopicPartition(settings.input_topic, tp.partition), timeout=10)
-            lag += high - (tp.offset if tp.offset >= 0 else low)
-        return lag
-    finally:
-        consumer.close()
+    return Consumer({"bootstrap.servers": settings.bootstrap_server, "group.id": settings.group_id,
+                     "enable.auto.commit": False}, logger=CLIENT_LOG)
+
+
+def group_lag(settings: StreamSettings, reader) -> int:
+    """Records between the sink group's committed offsets and the input's end offsets."""
+    from confluent_kafka import TopicPartition
+
+    topic = settings.input_topic
+    partitions = reader.list_topics(topic, timeout=10).topics[topic].partitions
+    lag = 0
+    for tp in reader.committed([TopicPartition(topic, p) for p in partitions], timeout=10):
+        low, high = reader.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=10, cached=False)
+        lag += high - (tp.offset if tp.offset >= 0 else low)
+    return lag
 
 
 def print_batch(batch: BatchStats, out=sys.stdout) -> None:

@@ -191,7 +191,7 @@ def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: in
     return out, dead, kept_timestamps
 
 
-def run_transaction(plan: TaskPlan, txn_id: str, slices: list[tuple], offsets_to_commit: dict) -> dict:
+def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offsets_to_commit: dict) -> dict:
     """Steps 1-5 for one transactional id over its slices; return the task's statistics row."""
     kafka = _kafka()
     timings = dict.fromkeys(PHASES, 0.0)
@@ -223,7 +223,8 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[tuple], offsets_to
             kept: list[int] = []
             for records, keep_from in pending:
                 o, d, ts = _produce_slice(producer, plan, records, keep_from)
-                out, dead, kept = out + o, dead + d, kept + ts
+                out, dead = out + o, dead + d
+                kept.extend(ts)
                 skipped += len(records) - o - d
             producer.flush(60)
             timings["produce"] += time.perf_counter() - started

@@ -194,3 +194,28 @@ def console_log4j_config() -> Path:
 def jmx_exporter_config() -> Path:
     """Return the JMX exporter rules attached to every broker."""
     return CONF_DIR / "broker" / "jmx-exporter.yaml"
+
+
+# --------------------------------------------------------------------------- Spark standalone
+
+
+class SparkClusterSettings(BaseModel):
+    """Shape of the Spark standalone cluster that `eosbench cluster start` runs on loopback."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    workers: int = Field(2, ge=1, le=4)
+    worker_cores: int = Field(1, ge=1)
+    worker_memory_mb: int = Field(1024, ge=512)
+    master_port: int = Field(7077, ge=1024, le=65000)
+    master_ui_port: int = Field(8080, ge=1024, le=65000)
+    state_dir: Path = Field(default_factory=lambda: eosbench_home() / "spark-cluster")
+
+    @property
+    def master_url(self) -> str:
+        """The spark:// URL that spark-submit --master takes."""
+        return f"spark://127.0.0.1:{self.master_port}"
+
+    def worker_ui_port(self, index: int) -> int:
+        """Each worker's web UI port, counting from the master's plus one."""
+        return self.master_ui_port + 1 + index

@@ -24,6 +24,7 @@ from eosbench.environment import check_java, check_ports_free, port_accepts_conn
 from eosbench.errors import BadInput, EnvironmentProblem
 from eosbench.jars import resolve_bundle
 from eosbench.kafka_admin import wait_transactions_ready
+from eosbench.processes import proc_stat, send_signal, wait_gone
 
 STOP_GRACE_S = 30.0
 READY_TIMEOUT_S = 120.0
@@ -92,7 +93,7 @@ class LocalCluster:
             return None
         # The pid file also holds the process's start time, so a recycled pid never passes for
         # a broker. (/proc/<pid>/cmdline is no help: it reads empty while the JVM starts.)
-        stat = _proc_stat(pid)
+        stat = proc_stat(pid)
         if stat is None or stat[0] == "Z" or stat[1] != start_ticks:
             return None
         return pid
@@ -113,6 +114,16 @@ class LocalCluster:
                 )
             )
         return result
+
+    def signal_node(self, node_id: int, sig: int) -> int:
+        """Send a signal to one node's JVM (the soak's broker faults); return its pid."""
+        pid = self._pid(node_id)
+        if pid is None:
+            raise EnvironmentProblem(f"broker node {node_id} is not running")
+        send_signal(pid, sig)
+        if sig == signal.SIGKILL:
+            wait_gone(pid)
+        return pid
 
     def running_nodes(self) -> list[int]:
         """Return the ids of the nodes whose JVM is alive."""
@@ -210,7 +221,7 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # the broker outlives the command that started it
             )
-        stat = _proc_stat(process.pid)
+        stat = proc_stat(process.pid)
         self._pid_file(node.node_id).write_text(f"{process.pid} {stat[1] if stat else 0}\n")
 
     def _wait_ready(self, launched: list[NodePorts]) -> None:
@@ -240,15 +251,15 @@ class LocalCluster:
         running = {node_id: self._pid(node_id) for node_id in self._node_ids()}
         running = {node_id: pid for node_id, pid in running.items() if pid is not None}
         for pid in running.values():
-            _signal(pid, signal.SIGTERM)
+            send_signal(pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_S
         while any(self._pid(node_id) for node_id in running) and time.monotonic() < deadline:
             time.sleep(0.1)
         for node_id in running:
             pid = self._pid(node_id)
             if pid is not None:
-                _signal(pid, signal.SIGKILL)
-                _wait_gone(pid)
+                send_signal(pid, signal.SIGKILL)
+                wait_gone(pid)
         for node_id in self._node_ids():
             self._pid_file(node_id).unlink(missing_ok=True)
         return len(running)
@@ -287,41 +298,3 @@ class LocalCluster:
                 if errors or lines:
                     return (errors or lines)[-1][:300]
         return "no log output"
-
-
-def _proc_stat(pid: int) -> tuple[str, str] | None:
-    """Return (state, start time in clock ticks) of a process, or None if it does not exist."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return fields[0], fields[19]
-
-
-def _is_zombie(pid: int) -> bool:
-    stat = _proc_stat(pid)
-    return stat is None or stat[0] == "Z"
-
-
-def process_alive(pid: int) -> bool:
-    """Tell whether a process exists and is not a zombie."""
-    return not _is_zombie(pid)
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _wait_gone(pid: int, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        if _is_zombie(pid):
-            return
-        time.sleep(0.05)

@@ -138,7 +138,59 @@ def build_parser() -> argparse.ArgumentParser:
 
     prometheus = commands.add_parser("prometheus", help="the local Prometheus server that demo --monitor starts")
     prometheus.add_argument("action", choices=("start", "stop", "status"))
+
+    cluster = commands.add_parser("cluster", help="a Spark standalone cluster on loopback (master + workers)")
+    cluster.add_argument("action", choices=("start", "stop", "status"))
+    cluster.add_argument("--workers", type=_positive_int, default=2, help="worker daemons (default: 2)")
+    cluster.add_argument("--master-port", type=int, default=7077, help="spark:// port (default: 7077)")
+    cluster.add_argument("--ui-port", type=int, default=8080, help="master web UI; worker i uses +1+i (default: 8080)")
+    cluster.add_argument("--spark-state-dir", type=Path, default=eosbench_home() / "spark-cluster",
+                         help="pid files, logs and work folders (default: %(default)s)")
+
+    add_soak_parser(commands, state_dir)
     return parser
+
+
+def _duration(text: str) -> float:
+    """Seconds from '90', '90s', '30m' or '2h'."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        value = float(text[:-1]) * units[text[-1]] if text and text[-1] in units else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use e.g. 90s, 30m, 2h)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"a duration must be positive, got {text!r}")
+    return value
+
+
+def add_soak_parser(commands, state_dir: argparse.ArgumentParser) -> None:
+    """`eosbench soak`: the pipeline under injected faults, verified after each."""
+    from eosbench.soak import FAULT_KINDS, SoakOptions
+
+    defaults = SoakOptions(duration_s=1, faults=())
+    soak = commands.add_parser("soak", parents=[state_dir],
+                               help="run producer and stream for a while, inject faults, verify after each")
+    soak.add_argument("--duration", type=_duration, required=True, help="how long faults are injected: 90s, 30m, 2h")
+    soak.add_argument("--faults", default="kill-driver,kill-executor,kill-broker,pause-broker,delete-checkpoint,restart-producer",
+                      help=f"comma-separated kinds, injected in a seeded round robin ({', '.join(FAULT_KINDS)})")
+    soak.add_argument("--brokers", type=int, choices=(1, 3), default=1, help="local cluster size (default: 1)")
+    soak.add_argument("--port", type=int, default=DEFAULT_CLIENT_PORT, help="client port of broker node 1")
+    soak.add_argument("--master", default=defaults.master,
+                      help="Spark master: local[2,4] (default) or spark://127.0.0.1:7077 (`eosbench cluster start`)")
+    soak.add_argument("--spark-state-dir", type=Path, help="with a spark:// master: the `eosbench cluster` folder"
+                      " (default: ~/.cache/eosbench/spark-cluster)")
+    soak.add_argument("--seed", type=int, default=0, help="seeds the producer and the fault order")
+    soak.add_argument("--throughput", type=float, default=defaults.throughput, help="records/s the producer offers")
+    soak.add_argument("--records-per-transaction", type=_positive_int, default=defaults.records_per_transaction)
+    soak.add_argument("--abort-ratio", type=float, default=defaults.abort_ratio, help="producer transactions aborted")
+    soak.add_argument("--partitions", type=_positive_int, default=defaults.partitions)
+    soak.add_argument("--gate-records", type=_positive_int, default=defaults.gate_records,
+                      help="input offsets the sink must commit between two faults (default: %(default)s)")
+    soak.add_argument("--delivery-timeout-ms", type=_positive_int, default=defaults.delivery_timeout_ms,
+                      help="the producer's delivery.timeout.ms; pause-broker stops a broker 4 s longer")
+    soak.add_argument("--metrics-port", type=int, default=defaults.metrics_port,
+                      help="producer /metrics; the stream uses +1 and the soak +2 (default: %(default)s)")
+    soak.add_argument("--output-dir", type=Path, help="report folder (default: results/soak/<run id>)")
 
 
 def add_produce_parser(commands) -> None:
@@ -426,9 +478,52 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cluster(args: argparse.Namespace) -> int:
+    """Handle `eosbench cluster start|stop|status` (Spark standalone)."""
+    from conf.settings import SparkClusterSettings
+    from eosbench.spark_cluster import StandaloneCluster
+
+    if args.action == "start":
+        cluster = StandaloneCluster(SparkClusterSettings(workers=args.workers, master_port=args.master_port,
+                                                         master_ui_port=args.ui_port, state_dir=args.spark_state_dir))
+    else:
+        cluster = StandaloneCluster.from_state_dir(args.spark_state_dir)
+    if args.action == "start":
+        seconds = cluster.start()
+        print(f"Spark standalone at {cluster.settings.master_url} with {cluster.alive_workers()} workers"
+              f" (UI http://127.0.0.1:{cluster.settings.master_ui_port}) after {seconds:.1f} s")
+    elif args.action == "stop":
+        print(f"stopped {cluster.stop()} Spark daemon(s)")
+    else:
+        daemons = cluster.status()
+        for daemon in daemons:
+            print(f"{daemon.name:10} {'up, pid ' + str(daemon.pid) if daemon.pid else 'down'}  port {daemon.port}")
+        return 0 if all(d.pid for d in daemons) else EXIT_CHECK_FAILED
+    return 0
+
+
+def cmd_soak(args: argparse.Namespace) -> int:
+    """Handle `eosbench soak`: exit 1 unless every fault was survived with zero violations."""
+    from eosbench.soak import Soak, SoakOptions
+
+    options = SoakOptions(
+        duration_s=args.duration, faults=tuple(k.strip() for k in args.faults.split(",") if k.strip()),
+        brokers=args.brokers, port=args.port, state_dir=args.state_dir, master=args.master,
+        spark_state_dir=args.spark_state_dir, seed=args.seed,
+        throughput=args.throughput, records_per_transaction=args.records_per_transaction,
+        abort_ratio=args.abort_ratio, partitions=args.partitions, gate_records=args.gate_records,
+        delivery_timeout_ms=args.delivery_timeout_ms, metrics_port=args.metrics_port, output_dir=args.output_dir)
+    soak = Soak(options)
+    report = soak.run()
+    print(f"soak {report.run_id}: {len(report.faults)} faults, {sum(f.survived for f in report.faults)} survived,"
+          f" {report.final.get('input_committed', 0):,} records verified, {len(report.violations)} violations;"
+          f" report in {soak.output_dir}")
+    return 0 if report.ok else EXIT_CHECK_FAILED
+
+
 HANDLERS = {"broker": cmd_broker, "topics": cmd_topics, "setup": cmd_setup, "demo": cmd_demo,
             "produce": cmd_produce, "bench": cmd_bench, "stream": cmd_stream, "verify": cmd_verify,
-            "prometheus": cmd_prometheus}
+            "prometheus": cmd_prometheus, "cluster": cmd_cluster, "soak": cmd_soak}
 
 
 def _first_validation_error(exc: ValidationError) -> str:

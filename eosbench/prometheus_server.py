@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from conf.settings import CONF_DIR, eosbench_home
-from eosbench.broker import process_alive
+from eosbench.processes import process_alive
 from eosbench.environment import check_ports_free
 from eosbench.errors import EnvironmentProblem
 

@@ -9,6 +9,14 @@ records fit in a few tens of megabytes; payloads are never held. Checks:
 - no transaction is left hanging: last stable offset = end offset on every partition;
 - the sink group's committed offsets equal the input's end offsets (when --app-id is given).
 Aborted data is also read (read_uncommitted) to show that it existed and stayed hidden.
+
+`live=True` checks a pipeline that is still running (the soak verifies after every fault): the
+producer keeps writing and the stream keeps committing, so only a stable prefix is judged. The
+sink group's offsets are read first, then the input's last stable offsets, then the data. Every
+committed input below the group's offsets must have been delivered exactly once; records in
+flight (above them) are checked for duplicates and aborted reads wherever their source is
+below the stable offsets read. Open transactions are normal then, so the hanging check is
+`wait_until_stable` instead.
 """
 
 from __future__ import annotations
@@ -36,6 +44,14 @@ class TopicIndex:
     src_partition: np.ndarray
     src_offset: np.ndarray
     end_offsets: dict[int, int]
+
+    def below(self, offsets: dict[int, int]) -> TopicIndex:
+        """Keep only the records under a per-partition offset bound."""
+        keep = self.offset < _bounds(self.partition, offsets)
+        with_src = self.src_offset.size == self.seq.size  # indexes read without eos.src have empty src arrays
+        return TopicIndex(self.seq[keep], self.partition[keep], self.offset[keep],
+                          self.src_partition[keep] if with_src else self.src_partition,
+                          self.src_offset[keep] if with_src else self.src_offset, self.end_offsets)
 
 
 def _consumer(bootstrap: str, isolation: str) -> Consumer:
@@ -141,6 +157,14 @@ class VerifyReport:
         return json.dumps(asdict(self), indent=2)
 
 
+def _bounds(partitions: np.ndarray, offsets: dict[int, int]) -> np.ndarray:
+    """Each record's partition bound, vectorised (partition numbers are small); 0 where none."""
+    lookup = np.zeros(max([*offsets, int(partitions.max(initial=0))]) + 1, dtype=np.int64)
+    for partition, offset in offsets.items():
+        lookup[partition] = offset
+    return lookup[np.clip(partitions, 0, None)]
+
+
 def _pack(partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
     return (partition.astype(np.int64) << 40) | offset.astype(np.int64)
 
@@ -157,41 +181,56 @@ def _order_violations(output: TopicIndex) -> int:
 
 
 def verify(bootstrap: str, input_topic: str, output_topic: str, app_id: str | None = None,
-           dead_letter_topic: str | None = None, topic_exists=None) -> VerifyReport:
-    """Run every check and return the report."""
+           dead_letter_topic: str | None = None, topic_exists=None, live: bool = False) -> VerifyReport:
+    """Run every check and return the report (live: judge the stable prefix of a running pipeline)."""
     report = VerifyReport(input_topic, output_topic)
+    cutoff = stable = None
+    if live:
+        if not app_id:
+            raise ValueError("a live verify needs the sink's app id (its group offsets bound what must be delivered)")
+        input_partitions = sorted(stable_and_end_offsets(bootstrap, input_topic))
+        cutoff = {p: max(0, o) for p, o in group_offsets(bootstrap, app_id, input_topic, input_partitions).items()}
+        stable = {p: lso for p, (lso, _) in stable_and_end_offsets(bootstrap, input_topic).items()}
     committed_in = read_index(bootstrap, input_topic, "read_committed", with_src=False)
-    all_in = read_index(bootstrap, input_topic, "read_uncommitted", with_src=False)
+    all_in = None if live else read_index(bootstrap, input_topic, "read_uncommitted", with_src=False)
+    if stable is not None:
+        committed_in = committed_in.below(stable)
     out = read_index(bootstrap, output_topic, "read_committed", with_src=True)
-    out_all = read_index(bootstrap, output_topic, "read_uncommitted", with_src=True)
+    out_all = None if live else read_index(bootstrap, output_topic, "read_uncommitted", with_src=True)
     dead = None
     if dead_letter_topic and (topic_exists is None or topic_exists(dead_letter_topic)):
         dead = read_index(bootstrap, dead_letter_topic, "read_committed", with_src=True)
 
     report.input_committed = int(committed_in.seq.size)
-    report.input_aborted = int(all_in.seq.size - committed_in.seq.size)
+    report.input_aborted = int(all_in.seq.size - committed_in.seq.size) if all_in is not None else 0
     report.output_committed = int(out.seq.size)
-    report.output_aborted_hidden = int(out_all.seq.size - out.seq.size)
+    report.output_aborted_hidden = int(out_all.seq.size - out.seq.size) if out_all is not None else 0
     report.dead_lettered = int(dead.seq.size) if dead is not None else 0
 
     delivered_seq = np.concatenate((out.seq, dead.seq)) if dead is not None else out.seq
-    delivered_src = (np.concatenate((_pack(out.src_partition, out.src_offset), _pack(dead.src_partition, dead.src_offset)))
-                     if dead is not None else _pack(out.src_partition, out.src_offset))
+    src_partition = np.concatenate((out.src_partition, dead.src_partition)) if dead is not None else out.src_partition
+    src_offset = np.concatenate((out.src_offset, dead.src_offset)) if dead is not None else out.src_offset
+    delivered_src = _pack(src_partition, src_offset)
     ids, counts = np.unique(delivered_seq, return_counts=True)
     duplicated = ids[counts > 1]
     report.duplicates = int((counts[counts > 1] - 1).sum())
-    expected_ids = np.unique(committed_in.seq)
+    expected = committed_in.below(cutoff) if cutoff is not None else committed_in
+    expected_ids = np.unique(expected.seq)
     lost = np.setdiff1d(expected_ids, ids, assume_unique=True)
-    unexpected = np.setdiff1d(ids, expected_ids, assume_unique=True)
+    # In a live run a delivered record is judged only once its source is below the stable offsets read.
+    judged = (src_offset < _bounds(src_partition, stable) if stable is not None else np.ones(delivered_seq.size, dtype=bool))
+    unexpected = np.setdiff1d(np.unique(delivered_seq[judged]), np.unique(committed_in.seq), assume_unique=True)
     report.lost, report.unexpected = int(lost.size), int(unexpected.size)
     committed_src = _pack(committed_in.partition, committed_in.offset)
-    from_aborted = ~np.isin(delivered_src, committed_src)
+    from_aborted = judged & ~np.isin(delivered_src, committed_src)
     report.aborted_reads = int(np.count_nonzero(from_aborted))
     report.order_violations = _order_violations(out)
     report.samples = {"duplicates": duplicated[:SAMPLE].tolist(), "lost": lost[:SAMPLE].tolist(),
                       "unexpected": unexpected[:SAMPLE].tolist(),
                       "aborted_reads": delivered_seq[from_aborted][:SAMPLE].tolist()}
 
+    if live:
+        return _conclude(report)
     input_ends = stable_and_end_offsets(bootstrap, input_topic)
     for topic, offsets in ((input_topic, input_ends), (output_topic, stable_and_end_offsets(bootstrap, output_topic))):
         for partition, (stable, end) in offsets.items():
@@ -203,7 +242,10 @@ def verify(bootstrap: str, input_topic: str, output_topic: str, app_id: str | No
             end = ends[partition][1]
             if offset != end and not (offset < 0 and end == 0):
                 report.group_offset_mismatches.append(f"{input_topic}[{partition}]: group {app_id} at {offset}, end {end}")
+    return _conclude(report)
 
+
+def _conclude(report: VerifyReport) -> VerifyReport:
     for name, count in (("duplicates", report.duplicates), ("lost", report.lost), ("unexpected", report.unexpected),
                         ("aborted_reads", report.aborted_reads), ("order_violations", report.order_violations)):
         if count:
@@ -212,3 +254,24 @@ def verify(bootstrap: str, input_topic: str, output_topic: str, app_id: str | No
     report.violations += [f"group offset: {m}" for m in report.group_offset_mismatches]
     report.ok = not report.violations
     return report
+
+
+def wait_until_stable(bootstrap: str, topics: list[str], timeout_s: float) -> list[str]:
+    """Find hanging transactions in a running pipeline; return one line per hanging partition.
+
+    Open transactions are normal while producers run, so a snapshot of end offsets is taken and
+    each partition's last stable offset must reach it within the timeout: every transaction open
+    at the snapshot must end (commit, abort or time out) by then.
+    """
+    targets = {(topic, p): end for topic in topics for p, (_, end) in stable_and_end_offsets(bootstrap, topic).items()}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        behind = {}
+        for topic in {t for t, _ in targets}:
+            for p, (lso, _) in stable_and_end_offsets(bootstrap, topic).items():
+                if lso < targets.get((topic, p), 0):
+                    behind[(topic, p)] = lso
+        if not behind or time.monotonic() > deadline:
+            return [f"{topic}[{p}]: last stable offset {lso} still below {targets[(topic, p)]} after {timeout_s:g} s"
+                    for (topic, p), lso in sorted(behind.items())]
+        time.sleep(0.5)

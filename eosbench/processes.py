@@ -1,0 +1,132 @@
+"""The processes eosbench launches and kills: /proc facts, signals, and supervised children.
+
+The local brokers, the Spark standalone daemons and the soak's producer and stream all run as
+children in their own sessions, so that a kill -9 of one (a soak fault) takes exactly that
+process and its descendants, never the harness.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+def proc_stat(pid: int) -> tuple[str, str, int] | None:
+    """Return (state, start time in clock ticks, parent pid) of a process, or None if it does not exist."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[0], fields[19], int(fields[1])
+
+
+def process_alive(pid: int) -> bool:
+    """Tell whether a process exists and is not a zombie."""
+    stat = proc_stat(pid)
+    return stat is not None and stat[0] != "Z"
+
+
+def send_signal(pid: int, sig: int) -> None:
+    """Signal a process, ignoring one that is already gone."""
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def wait_gone(pid: int, timeout_s: float = 10.0) -> None:
+    """Wait until a process has exited (or is a zombie) or the timeout passes."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process_alive(pid):
+        time.sleep(0.05)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid`, parents before children."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            stat = proc_stat(int(entry.name))
+            if stat is not None and stat[0] != "Z":
+                children.setdefault(stat[2], []).append(int(entry.name))
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop(0)
+        for child in sorted(children.get(parent, [])):
+            found.append(child)
+            frontier.append(child)
+    return found
+
+
+def command_line(pid: int) -> str:
+    """The process's command line with spaces between arguments ('' if it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class Child:
+    """One supervised child process in its own session, restartable, logging to numbered files."""
+
+    def __init__(self, name: str, log_dir: Path, env: dict[str, str] | None = None):
+        self.name, self.log_dir, self.env = name, log_dir, env
+        self.process: subprocess.Popen | None = None
+        self.starts = 0
+
+    def start(self, command: list[str]) -> None:
+        """Launch the command (its output goes to <log_dir>/<name>-<n>.log)."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.starts += 1
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                            env=self.env, start_new_session=True)
+
+    @property
+    def log_path(self) -> Path:
+        """The log file of the current (or last) launch."""
+        return self.log_dir / f"{self.name}-{self.starts}.log"
+
+    @property
+    def pid(self) -> int | None:
+        """The launched process's pid, or None before the first start."""
+        return self.process.pid if self.process else None
+
+    def alive(self) -> bool:
+        """Tell whether the current launch is still running."""
+        return self.process is not None and self.process.poll() is None
+
+    def exit_code(self) -> int | None:
+        """The last launch's exit status, None while it runs."""
+        return self.process.poll() if self.process else None
+
+    def kill(self, sig: int = signal.SIGKILL, timeout_s: float = 30.0) -> None:
+        """Signal the whole session (the process and everything it started) and reap it."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        try:
+            os.killpg(self.process.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+        if sig == signal.SIGKILL:
+            # A session leader's death does not kill its group: sweep what is left.
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def last_lines(self, count: int = 3) -> str:
+        """The tail of the current log, for error messages."""
+        try:
+            lines = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return " | ".join(line.strip() for line in lines[-count:])

@@ -77,7 +77,7 @@ def run_java(bootstrap: str, topic: str, num_records: int, record_size: int, dur
 
 
 def run_eosbench(bootstrap: str, topic: str, num_records: int, record_size: int, duration_ms: int | None,
-                 mode: str, abort_ratio: float = 0.0) -> ToolRun:
+                 mode: str, abort_ratio: float = 0.0, records_per_transaction: int | None = None) -> ToolRun:
     """Run `eosbench produce` in its own process, as a user would."""
     with tempfile.TemporaryDirectory() as scratch:
         summary_file = Path(scratch) / "summary.json"
@@ -87,6 +87,8 @@ def run_eosbench(bootstrap: str, topic: str, num_records: int, record_size: int,
                    "--output-json", str(summary_file)]
         if abort_ratio:
             command += ["--transaction-abort-ratio", str(abort_ratio)]
+        if records_per_transaction:
+            command += ["--records-per-transaction", str(records_per_transaction)]
         completed = subprocess.run(command, capture_output=True, text=True)
         if completed.returncode != 0:
             raise CheckFailed(f"eosbench produce failed: {completed.stderr.strip()[-300:]}")

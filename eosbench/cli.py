@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -123,6 +124,38 @@ def build_parser() -> argparse.ArgumentParser:
     produce_bench.add_argument("--repeat", type=_positive_int, default=3,
                                help="rounds of the whole matrix; medians are reported (default: 3)")
     produce_bench.add_argument("--output-dir", type=Path, default=Path("results"))
+
+    streaming_bench = benches.add_parser(
+        "streaming", parents=[bootstrap],
+        help="EOSPerformance: poll-process-produce with the plain client, base (commitSync) and tx side by side")
+    streaming_bench.add_argument("--mode", choices=("base", "tx", "both"), default="both")
+    streaming_bench.add_argument("--input-topic", help="read this topic (default: a new one, filled first)")
+    streaming_bench.add_argument("--output-topic", help="write here (default: <input>-<mode>, created)")
+    streaming_bench.add_argument("--consumer-config", type=Path, metavar="FILE", help="consumer .properties file")
+    streaming_bench.add_argument("--group-id", help="consumer group (default: a new one per mode)")
+    streaming_bench.add_argument("--poll-timeout", type=_positive_int, default=100, metavar="MS",
+                                 help="consumer poll timeout in ms (default: 100)")
+    streaming_bench.add_argument("--pre-register-partitions", action="store_true",
+                                 help="tx mode: register every output partition and the offsets right after begin")
+    streaming_bench.add_argument("--records-per-transaction", type=_positive_int, default=1,
+                                 help="records per unit (one transaction in tx mode; default: 1, the seed's)")
+    streaming_bench.add_argument("--warmup", type=int, default=100, help="units before measuring (default: 100)")
+    streaming_bench.add_argument("--iterations", type=_positive_int, default=1000, help="measured units per mode")
+    streaming_bench.add_argument("--record-size", type=_positive_int, default=100)
+    streaming_bench.add_argument("--partitions", type=_positive_int, default=1)
+    streaming_bench.add_argument("--results-dir", type=Path, default=Path("results"),
+                                 help="JSON, PNG, and the Delta results table (default: results)")
+    sweep = benches.add_parser("sweep", help="a grid from a workload file, every sink side by side; rows to Delta")
+    sweep.add_argument("--workload", type=Path, default=Path("conf/workloads/default.yaml"),
+                       help="YAML under conf/workloads/ (default: %(default)s)")
+    sweep.add_argument("--bootstrap-server", dest="bootstrap", metavar="HOST:PORT",
+                       help="use this cluster instead of starting one per broker count")
+    sweep.add_argument("--port", type=int, default=9500, help="client port of the sweep's own clusters")
+    sweep.add_argument("--results-dir", type=Path, default=Path("results"))
+
+    report = commands.add_parser("report", help="plots and a Markdown summary from the Delta results table")
+    report.add_argument("--results-dir", type=Path, default=Path("results"))
+    report.add_argument("--run-id", help="the sweep to report (default: the newest)")
 
     demo = commands.add_parser("demo", parents=[bootstrap],
                                help="the quick start: transactions in, Spark read_committed out, ids compared")
@@ -458,13 +491,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """Handle `eosbench bench writes|produce`."""
-    bootstrap = args.bootstrap or DEFAULT_BOOTSTRAP
+    """Handle `eosbench bench writes|produce|streaming|spark|sweep`."""
+    bootstrap = args.bootstrap or (None if args.bench_command == "sweep" else DEFAULT_BOOTSTRAP)
     if args.bench_command == "writes":
         from eosbench import bench_writes
 
         modes = ["base", "tx"] if args.mode == "both" else [args.mode]
         bench_writes.run(bootstrap, modes, args.warmup, args.iterations, args.output_dir)
+    elif args.bench_command == "streaming":
+        from eosbench import bench_streaming
+
+        bench_streaming.run(bootstrap, args)
+    elif args.bench_command == "sweep":
+        from conf.workload_settings import load_workload
+        from eosbench.sweep import run_sweep
+
+        run_sweep(load_workload(args.workload), args.workload.stem, args.results_dir, args.bootstrap, args.port)
     elif args.bench_command == "spark":
         from eosbench import bench_spark
 
@@ -475,6 +517,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         bench_produce.run(bootstrap, args.num_records, args.record_size, args.transaction_duration_ms,
                           args.repeat, args.output_dir)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Handle `eosbench report`: plots and summary of a sweep from the results table."""
+    from eosbench import results
+    from eosbench.report import write_report
+    from eosbench.spark import spark_session
+
+    if not (results.table_path(args.results_dir) / "_delta_log").exists():
+        raise BadInput(f"no results table in {args.results_dir}; run `eosbench bench sweep` first")
+    rows = results.read_rows(spark_session("eosbench-report"), args.results_dir)
+    try:
+        summary, plots = write_report(rows, args.run_id, args.results_dir / "plots")
+    except LookupError as exc:
+        raise BadInput(str(exc)) from exc
+    print(summary.read_text())
+    print(f"summary: {summary}\nplots: {', '.join(str(p) for p in plots)}")
     return 0
 
 
@@ -514,6 +574,10 @@ def cmd_soak(args: argparse.Namespace) -> int:
         abort_ratio=args.abort_ratio, partitions=args.partitions, gate_records=args.gate_records,
         delivery_timeout_ms=args.delivery_timeout_ms, metrics_port=args.metrics_port, output_dir=args.output_dir)
     soak = Soak(options)
+
+    def stop(_signum, _frame):  # a SIGTERM still stops the children and writes the report
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)
     report = soak.run()
     print(f"soak {report.run_id}: {len(report.faults)} faults, {sum(f.survived for f in report.faults)} survived,"
           f" {report.final.get('input_committed', 0):,} records verified, {len(report.violations)} violations;"
@@ -523,7 +587,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
 
 HANDLERS = {"broker": cmd_broker, "topics": cmd_topics, "setup": cmd_setup, "demo": cmd_demo,
             "produce": cmd_produce, "bench": cmd_bench, "stream": cmd_stream, "verify": cmd_verify,
-            "prometheus": cmd_prometheus, "cluster": cmd_cluster, "soak": cmd_soak}
+            "prometheus": cmd_prometheus, "cluster": cmd_cluster, "soak": cmd_soak, "report": cmd_report}
 
 
 def _first_validation_error(exc: ValidationError) -> str:

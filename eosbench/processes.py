@@ -7,11 +7,19 @@ process and its descendants, never the harness.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
 import time
 from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux for SIGKILL when the supervising process dies."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def proc_stat(pid: int) -> tuple[str, str, int] | None:
@@ -70,7 +78,11 @@ def command_line(pid: int) -> str:
 
 
 class Child:
-    """One supervised child process in its own session, restartable, logging to numbered files."""
+    """One supervised child process in its own session, restartable, logging to numbered files.
+
+    The child gets SIGKILL if the supervisor dies (even by kill -9), so a soak never leaves a
+    producer or a driver running behind it.
+    """
 
     def __init__(self, name: str, log_dir: Path, env: dict[str, str] | None = None):
         self.name, self.log_dir, self.env = name, log_dir, env
@@ -83,7 +95,7 @@ class Child:
         self.starts += 1
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                            env=self.env, start_new_session=True)
+                                            env=self.env, start_new_session=True, preexec_fn=_die_with_parent)
 
     @property
     def log_path(self) -> Path:

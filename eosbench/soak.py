@@ -462,6 +462,7 @@ class Soak:
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self._say(f"soak {self.run_id}: {o.duration_s:g} s, faults {', '.join(o.faults)}, {o.brokers} broker(s),"
                   f" master {o.master}; report in {self.output_dir}")
+        started_cluster = not self.cluster.running_nodes()  # a cluster the soak starts, it stops
         self.cluster.start()
         if self.spark_cluster:
             self.spark_cluster.start()
@@ -501,6 +502,8 @@ class Soak:
             self.report.timeline = sampler.snapshot()
             self.report.seconds = round(self._elapsed(), 1)
             write_report(self.report, self.output_dir)
+            if started_cluster:
+                self.cluster.stop()
         return self.report
 
     def _finish(self, sampler: ProgressSampler) -> None:

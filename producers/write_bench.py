@@ -30,12 +30,17 @@ class WriteBenchResult:
 
     def percentiles_ms(self) -> dict[str, float]:
         """p50/p90/p99/p99.9, mean and max in milliseconds."""
-        ms = self.latencies_s * 1e3
-        return {
-            "p50": float(np.percentile(ms, 50)), "p90": float(np.percentile(ms, 90)),
-            "p99": float(np.percentile(ms, 99)), "p99.9": float(np.percentile(ms, 99.9)),
-            "mean": float(ms.mean()), "max": float(ms.max()), "iterations": int(ms.size),
-        }
+        return latency_percentiles_ms(self.latencies_s)
+
+
+def latency_percentiles_ms(latencies_s: np.ndarray) -> dict[str, float]:
+    """p50/p90/p99/p99.9, mean and max of per-iteration latencies, in milliseconds."""
+    ms = latencies_s * 1e3 if latencies_s.size else np.zeros(1)
+    return {
+        "p50": float(np.percentile(ms, 50)), "p90": float(np.percentile(ms, 90)),
+        "p99": float(np.percentile(ms, 99)), "p99.9": float(np.percentile(ms, 99.9)),
+        "mean": float(ms.mean()), "max": float(ms.max()), "iterations": int(latencies_s.size),
+    }
 
 
 class WriteBench:

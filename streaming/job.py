@@ -234,10 +234,10 @@ def print_batch(batch: BatchStats, out=sys.stdout) -> None:
 
 
 def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] | None = None,
-        metrics=None) -> StreamSummary:
+        metrics=None, echo: bool = True) -> StreamSummary:
     """Start the query, run it to its end (available-now) or its timeout, and return the totals.
 
-    With --metrics-port the driver serves its metrics; a caller that wants to add to them (the
+    `echo` prints a line per batch. With --metrics-port the driver serves its metrics; a caller that wants to add to them (the
     demo publishes its verify result) passes its own StreamMetrics, already serving.
     """
     from streaming.baseline_sinks import AtLeastOnceKafkaSink, IdempotentDeltaSink
@@ -252,7 +252,8 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
 
     def batch_done(batch: BatchStats) -> None:
         summary.add(batch)
-        print_batch(batch)
+        if echo:
+            print_batch(batch)
         if metrics:
             metrics.batch_done(batch)
         if on_batch:

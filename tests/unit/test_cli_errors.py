@@ -98,6 +98,13 @@ def test_broker_unreachable(command):
         (["broker", "frobnicate"], "invalid choice: 'frobnicate'"),
         (["topics", "create", "t", "--partitions", "0"], "must be at least 1"),
         (["demo", "--abort-ratio", "1.5"], "--abort-ratio must lie in [0.0, 1.0]"),
+        (["soak", "--duration", "0"], "a duration must be positive"),
+        (["soak", "--duration", "ten"], "not a duration: 'ten'"),
+        (["soak", "--duration", "1m", "--faults", "kill-driver,unplug"], "--faults: unknown fault 'unplug'"),
+        (["soak", "--duration", "1m", "--faults", "kill-worker"], "kill-worker needs a standalone master"),
+        (["bench", "sweep", "--workload", "no/such/workload.yaml"], "cannot read workload no/such/workload.yaml"),
+        (["bench", "streaming", "--poll-timeout", "0"], "must be at least 1"),
+        (["report", "--results-dir", "no/such/results"], "no results table in no/such/results"),
     ],
 )
 def test_bad_input_exits_2(tmp_path: Path, args, fragment):

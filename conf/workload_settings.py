@@ -1,0 +1,88 @@
+"""The benchmark sweep's workload files (conf/workloads/*.yaml), typed and checked."""
+
+from __future__ import annotations
+
+from itertools import product
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from conf.settings import SettingsError
+
+Sink = Literal["plain-base", "plain-tx", "kafka-alo", "kafka-eos", "delta"]
+SPARK_SINKS: tuple[str, ...] = ("kafka-alo", "kafka-eos", "delta")
+# Each sink's side-by-side baseline: the overhead ratio of a cell is its throughput over this one's.
+BASELINE_OF: dict[str, str] = {"plain-tx": "plain-base", "kafka-eos": "kafka-alo", "delta": "kafka-alo"}
+
+
+class Grid(BaseModel):
+    """The axes; every combination is one cell."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    brokers: tuple[Literal[1, 3], ...] = (1,)
+    record_size: tuple[int, ...] = (100,)
+    abort_ratio: tuple[float, ...] = (0.0,)
+    records_per_transaction: tuple[int, ...] = (1, 100)
+    sink: tuple[Sink, ...] = ("plain-base", "plain-tx", "kafka-alo", "kafka-eos")
+
+    @field_validator("abort_ratio")
+    @classmethod
+    def _ratios(cls, ratios: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not 0.0 <= r < 1.0 for r in ratios):
+            raise ValueError("abort ratios must lie in [0, 1)")
+        return ratios
+
+    @field_validator("record_size", "records_per_transaction")
+    @classmethod
+    def _positive(cls, values: tuple[int, ...]) -> tuple[int, ...]:
+        if not values or any(v <= 0 for v in values):
+            raise ValueError("needs one or more positive values")
+        return values
+
+
+class Workload(BaseModel):
+    """One sweep: the grid, the input size and how hard each cell is driven."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str = ""
+    records: int = Field(100_000, gt=0, description="records per input topic (one per broker count, size and ratio)")
+    partitions: int = Field(4, gt=0)
+    repeats: int = Field(1, gt=0, description="rounds over the grid, the cell order rotated each round")
+    fill_records_per_transaction: int = Field(1_000, gt=0, description="the input producer's transactions (at"
+                                              " least ~100 per input, so the abort ratio is realised)")
+    fill_transaction_duration_ms: int = Field(100, gt=0, description="the anchors' transactions")
+    warmup_units: int = Field(50, ge=0, description="plain-client units run before measuring")
+    plain_max_units: int = Field(2_000, gt=0, description="measured units per plain-client cell")
+    spark_max_batches: int = Field(40, gt=0, description="Spark cells needing more micro-batches are skipped")
+    anchors: bool = Field(True, description="run Java ProducerPerformance beside eosbench produce")
+    grid: Grid = Grid()
+
+    def cells(self) -> list[dict]:
+        """Every combination of the grid, as plain dicts."""
+        g = self.grid
+        return [dict(brokers=b, record_size=s, abort_ratio=r, records_per_transaction=n, sink=k)
+                for b, s, r, n, k in product(g.brokers, g.record_size, g.abort_ratio, g.records_per_transaction, g.sink)]
+
+
+def load_workload(path: Path) -> Workload:
+    """Read and check a workload file (SettingsError with one line on any problem)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise SettingsError(f"cannot read workload {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise SettingsError(f"workload {path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+    if not isinstance(data, dict):
+        raise SettingsError(f"workload {path} must be a mapping")
+    try:
+        return Workload(**data)
+    except ValueError as exc:
+        error = exc.errors()[0] if hasattr(exc, "errors") else None
+        where = ".".join(str(p) for p in error["loc"]) if error else ""
+        message = str(error["msg"]).removeprefix("Value error, ") if error else str(exc)
+        raise SettingsError(f"workload {path}: {where}: {message}") from exc

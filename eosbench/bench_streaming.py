@@ -1,0 +1,142 @@
+"""`eosbench bench streaming`: EOSPerformance, poll-process-produce with the plain client, base and tx side by side.
+
+Both modes read the same input (each with its own consumer group) and run interleaved in blocks,
+so drift of the machine hits both alike. The figures are the ceiling the Spark sink is compared
+against; the seed's TxStreamingBench found 40-120x for one-record transactions on Kafka 2.7.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from conf.settings import load_properties
+from eosbench import results
+from eosbench.bench_produce import run_eosbench as fill_topic
+from eosbench.kafka_admin import cluster_metadata, create_topic, describe_topic
+from eosbench.plots import latency_cdf_png
+from eosbench.progress import progress_callback
+from eosbench.report import SEED_STREAMING_TX_OVER_BASE
+from producers.streaming_bench import StreamingBench, StreamingBenchResult
+from producers.write_bench import latency_percentiles_ms
+
+BLOCK_UNITS = 50
+
+
+def run(bootstrap: str, args: argparse.Namespace) -> dict:
+    """Run the bench as the flags say; print the table and return the report."""
+    run_id = uuid.uuid4().hex[:8]
+    brokers = len(cluster_metadata(bootstrap).brokers)
+    replication = min(3, brokers)
+    modes = ["base", "tx"] if args.mode == "both" else [args.mode]
+    per_unit = args.records_per_transaction
+    input_topic = args.input_topic
+    if input_topic:
+        describe_topic(bootstrap, input_topic)
+    else:
+        input_topic = f"eosbench-streaming-bench-{run_id}"
+        create_topic(bootstrap, input_topic, args.partitions, replication)
+        records = (args.warmup + args.iterations) * per_unit
+        print(f"filling {input_topic} with {records:,} records of {args.record_size} B", flush=True)
+        fill_topic(bootstrap, input_topic, records, args.record_size, 100, "fill")
+    partitions = len(describe_topic(bootstrap, input_topic).partitions)
+    consumer_config = load_properties(args.consumer_config) if args.consumer_config else {}
+    benches: dict[str, StreamingBench] = {}
+    factory = None
+    if args.pre_register_partitions:
+        from streaming.preregister import PreRegisteringProducer
+
+        factory = lambda config, tid: PreRegisteringProducer(config, tid)  # noqa: E731
+    for mode in modes:
+        output = args.output_topic or f"{input_topic}-{mode}-{run_id}"
+        if output not in cluster_metadata(bootstrap).topics:
+            create_topic(bootstrap, output, partitions, replication)
+        benches[mode] = StreamingBench(
+            bootstrap, input_topic, output, mode, group_id=args.group_id or f"eosbench-streaming-{run_id}-{mode}",
+            records_per_transaction=per_unit, poll_timeout_s=args.poll_timeout / 1000, consumer_config=consumer_config,
+            producer_factory=factory if mode == "tx" else None)
+    try:
+        for bench in benches.values():
+            bench.warm(args.warmup)
+        measured = {mode: ([], 0, 0.0) for mode in modes}
+        with progress_callback("streaming bench units") as progress:
+            done = 0
+            while done < args.iterations:
+                size = min(BLOCK_UNITS, args.iterations - done)
+                for mode, bench in benches.items():
+                    latencies, records, seconds = bench.measure(size)
+                    before = measured[mode]
+                    measured[mode] = (before[0] + latencies, before[1] + records, before[2] + seconds)
+                done += size
+                if progress:
+                    progress(done * len(modes), args.iterations * len(modes))
+        outcome = {mode: StreamingBenchResult(mode, np.asarray(lat), rec, sec, benches[mode].register_round_trips)
+                   for mode, (lat, rec, sec) in measured.items()}
+    finally:
+        for bench in benches.values():
+            bench.close()
+    report = {"run_id": run_id, "bootstrap": bootstrap, "brokers": brokers, "input_topic": input_topic,
+              "records_per_transaction": per_unit, "warmup": args.warmup, "iterations": args.iterations,
+              "pre_register_partitions": args.pre_register_partitions,
+              "modes": {mode: r.percentiles_ms() for mode, r in outcome.items()}}
+    if len(outcome) == 2:
+        base, tx = report["modes"]["base"], report["modes"]["tx"]
+        report["tx_over_base"] = {"mean_latency": tx["mean"] / base["mean"], "p99_latency": tx["p99"] / base["p99"],
+                                  "throughput_base_over_tx": base["records_per_sec"] / tx["records_per_sec"]}
+        report["seed_tx_over_base"] = SEED_STREAMING_TX_OVER_BASE
+    if args.pre_register_partitions and "tx" in outcome:
+        report["register_round_trips_per_transaction"] = outcome["tx"].register_round_trips / max(1, len(outcome["tx"].latencies_s))
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    report["plot"] = str(latency_cdf_png({mode: r.latencies_s * 1e3 for mode, r in outcome.items()},
+                                         args.results_dir / f"streaming-{run_id}.png",
+                                         f"poll-process-produce, {per_unit} record(s) per unit, {brokers} broker(s)"))
+    report["json"] = str(args.results_dir / f"streaming-{run_id}.json")
+    Path(report["json"]).write_text(json.dumps(report, indent=2))
+    _append_rows(report, outcome, brokers, args)
+    _print(report)
+    return report
+
+
+def _append_rows(report: dict, outcome: dict[str, StreamingBenchResult], brokers: int, args) -> None:
+    from eosbench.spark import spark_session
+
+    common = dict(run_id=report["run_id"], bench="streaming", workload=None, git_revision=results.git_revision(),
+                  machine_json=json.dumps(results.machine_facts()), brokers=brokers, record_size=args.record_size,
+                  abort_ratio=0.0, records_per_transaction=args.records_per_transaction)
+    rows = []
+    for mode, r in outcome.items():
+        p = latency_percentiles_ms(r.latencies_s)
+        sink = f"plain-{mode}"
+        rows.append(results.new_row(
+            **common, cell=f"{sink}-b{brokers}-n{args.records_per_transaction}", sink=sink, records=r.records,
+            seconds=r.seconds, throughput_rps=r.records_per_sec, goodput_rps=r.records_per_sec,
+            latency_p50_ms=p["p50"], latency_p90_ms=p["p90"], latency_p99_ms=p["p99"], latency_p999_ms=p["p99.9"],
+            latency_max_ms=p["max"], latency_kind="write path per unit",
+            latency_quantiles_ms=[float(v) for v in np.percentile(r.latencies_s * 1e3, results.QUANTILES)]
+            if r.latencies_s.size else [],
+            baseline="plain-base" if mode == "tx" else None,
+            overhead_ratio=report.get("tx_over_base", {}).get("throughput_base_over_tx") if mode == "tx" else None,
+            config_json=json.dumps({k: str(v) for k, v in vars(args).items()}), figures_json=json.dumps(report["modes"][mode])))
+    started = time.monotonic()
+    path = results.append_rows(spark_session("eosbench-results"), rows, args.results_dir)
+    report["results_table"] = f"{path} ({len(rows)} rows, {time.monotonic() - started:.1f} s)"
+
+
+def _print(report: dict) -> None:
+    print(f"poll-process-produce on {report['brokers']} broker(s), {report['records_per_transaction']} record(s) per"
+          f" unit, {report['warmup']} warmup + {report['iterations']} measured units per mode")
+    print(f"{'mode':<6}{'p50 ms':>10}{'p90 ms':>10}{'p99 ms':>10}{'p99.9 ms':>10}{'mean ms':>10}{'max ms':>10}"
+          f"{'records/s':>12}")
+    for mode, p in report["modes"].items():
+        print(f"{mode:<6}{p['p50']:>10.3f}{p['p90']:>10.3f}{p['p99']:>10.3f}{p['p99.9']:>10.3f}{p['mean']:>10.3f}"
+              f"{p['max']:>10.3f}{p['records_per_sec']:>12,.0f}")
+    if "tx_over_base" in report:
+        ratio = report["tx_over_base"]
+        print(f"tx/base: mean latency {ratio['mean_latency']:.2f}x, p99 {ratio['p99_latency']:.2f}x;"
+              f" throughput base/tx {ratio['throughput_base_over_tx']:.2f}x   (seed: {report['seed_tx_over_base']})")
+    print(f"plot: {report['plot']}\njson: {report['json']}\nresults: {report['results_table']}")

@@ -1,0 +1,75 @@
+"""The benchmark suite end to end on the session broker: the plain-client streaming bench copies
+exactly, and the smoke sweep leaves sane rows in the Delta table plus every plot and a summary."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+
+import pytest
+
+from eosbench import results
+from tests.integration.kafka_reads import read_all, sequence_numbers
+from tests.unit.test_cli_errors import run_eosbench
+
+
+def test_streaming_bench_copies_every_record_once_in_both_modes(bootstrap, tmp_path):
+    completed = run_eosbench("bench", "streaming", "--bootstrap-server", bootstrap, "--warmup", "10",
+                             "--iterations", "60", "--records-per-transaction", "3", "--partitions", "2",
+                             "--results-dir", str(tmp_path), timeout=300)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    report = json.loads(next(tmp_path.glob("streaming-*.json")).read_text())
+    input_ids = Counter(sequence_numbers(read_all(bootstrap, report["input_topic"])))
+    assert sum(input_ids.values()) == (10 + 60) * 3
+    for mode in ("base", "tx"):
+        assert report["modes"][mode]["iterations"] == 60
+        output = f"{report['input_topic']}-{mode}-{report['run_id']}"
+        assert Counter(sequence_numbers(read_all(bootstrap, output))) == input_ids, mode
+    assert report["tx_over_base"]["mean_latency"] > 0
+    assert (tmp_path / f"streaming-{report['run_id']}.png").stat().st_size > 0
+    assert "results:" in completed.stdout and (tmp_path / results.TABLE / "_delta_log").is_dir()
+
+
+def test_smoke_sweep_writes_rows_plots_and_a_summary(bootstrap, spark, tmp_path):
+    completed = run_eosbench("bench", "sweep", "--workload", "conf/workloads/smoke.yaml", "--bootstrap-server",
+                             bootstrap, "--results-dir", str(tmp_path), timeout=400)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    rows = results.read_rows(spark, tmp_path)
+    run_id = rows[0]["run_id"]
+    assert {r["run_id"] for r in rows} == {run_id}
+    cells = [r for r in rows if r["bench"] == "sweep" and r["records_per_transaction"] is not None]
+    # Spark cells with 10 records per transaction would need 200 micro-batches: skipped by design.
+    assert sorted((r["sink"], r["records_per_transaction"], r["abort_ratio"]) for r in cells) == sorted(
+        [(sink, 10, ratio) for sink in ("plain-base", "plain-tx") for ratio in (0.0, 0.5)]
+        + [(sink, 1000, ratio) for sink in ("plain-base", "plain-tx", "kafka-alo", "kafka-eos") for ratio in (0.0, 0.5)])
+    machine = json.loads(rows[0]["machine_json"])
+    assert machine["cpus"] == os.cpu_count() and rows[0]["git_revision"] not in ("", None)
+    for r in cells:
+        assert 0 < r["records"] <= 4000 and r["throughput_rps"] > 0 and r["seconds"] > 0, r["cell"]
+        assert 0 < r["latency_p50_ms"] <= r["latency_p99_ms"] <= r["latency_max_ms"], r["cell"]
+        assert len(r["latency_quantiles_ms"]) == 101
+        assert json.loads(r["config_json"])["sink"] == r["sink"]
+        if r["sink"] in ("plain-tx", "kafka-eos"):
+            assert r["overhead_ratio"] == pytest.approx(
+                next(b["throughput_rps"] for b in cells if b["sink"] == r["baseline"]
+                     and b["records_per_transaction"] == r["records_per_transaction"]
+                     and b["abort_ratio"] == r["abort_ratio"]) / r["throughput_rps"])
+    fills = {r["abort_ratio"]: r for r in rows if r["sink"] == "eosbench-produce" and r["bench"] == "sweep"}
+    assert set(fills) == {0.0, 0.5}
+    assert fills[0.0]["abort_overhead"] == 0 and 0.3 < fills[0.5]["abort_overhead"] < 3
+    assert fills[0.5]["goodput_rps"] < fills[0.5]["throughput_rps"]
+    anchors = Counter((r["sink"], json.loads(r["config_json"])["mode"]) for r in rows if r["bench"] == "anchor")
+    assert anchors == Counter({(tool, mode): 1 for tool in ("java-producer-perf", "eosbench-produce")
+                               for mode in ("no transactions", "transactions")})
+    plots = tmp_path / "plots"
+    for prefix in ("latency-cdf", "overhead-vs-transaction-size", "goodput-vs-abort-ratio", "eos-vs-alos"):
+        found = list(plots.glob(f"{prefix}-{run_id}*.png"))
+        assert found and all(p.read_bytes()[:4] == b"\x89PNG" for p in found), prefix
+    summary = (plots / f"summary-{run_id}.md").read_text()
+    assert summary.startswith(f"# Sweep {run_id} (smoke)") and "## Targets" in summary
+    assert "kafka-eos / kafka-alo, 1,000/txn, r=0.0" in summary and "producer goodput at r=0.5" in summary
+
+    again = run_eosbench("report", "--results-dir", str(tmp_path), "--run-id", run_id, timeout=200)
+    assert again.returncode == 0, again.stderr[-1000:]
+    assert (plots / "summary.md").read_text() == summary

@@ -1,0 +1,96 @@
+"""The sweep's workload files, the report's arithmetic, the soak's report and the live verifier's bounds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conf.settings import SettingsError
+from conf.workload_settings import load_workload
+from eosbench import results
+from eosbench.report import knee
+from eosbench.soak import FaultRecord, SoakReport, _java_string_hash, report_markdown, write_report
+from streaming.verify import TopicIndex, _bounds
+
+WORKLOADS = Path(__file__).resolve().parents[2] / "conf" / "workloads"
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in WORKLOADS.glob("*.yaml")))
+def test_every_shipped_workload_loads(name):
+    workload = load_workload(WORKLOADS / f"{name}.yaml")
+    assert workload.name == name
+    g = workload.grid
+    assert len(workload.cells()) == (len(g.brokers) * len(g.record_size) * len(g.abort_ratio)
+                                     * len(g.records_per_transaction) * len(g.sink))
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("name: x\nrecords: 10\ngrid: {abort_ratio: [1.0]}\n", "grid.abort_ratio: abort ratios must lie in [0, 1)"),
+    ("name: x\ngrid: {sink: [kafka-xa]}\n", "grid.sink.0"),
+    ("name: x\nrecord: 10\n", "record: Extra inputs are not permitted"),
+    ("- just\n- a list\n", "must be a mapping"),
+    ("name: [unclosed\n", "is not valid YAML"),
+])
+def test_bad_workloads_fail_with_one_line(tmp_path, text, fragment):
+    path = tmp_path / "w.yaml"
+    path.write_text(text)
+    with pytest.raises(SettingsError) as raised:
+        load_workload(path)
+    assert fragment in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_knee_is_the_smallest_size_within_a_fifth_of_the_floor():
+    assert knee({1: 40.0, 10: 6.0, 100: 1.25, 1000: 1.1, 10000: 1.05}) == 100
+    assert knee({1: 1.0, 10: 1.0}) == 1
+    assert knee({10: 3.0}) is None
+
+
+def test_results_rows_have_every_column_and_reject_unknown_ones():
+    row = results.new_row(run_id="r", sink="plain-tx", throughput_rps=1.5)
+    assert list(row) == [name for name, _ in results.COLUMNS]
+    assert row["recorded_at"] and row["brokers"] is None
+    with pytest.raises(KeyError, match="not a results column"):
+        results.new_row(speed=3)
+
+
+def test_java_string_hash_matches_java():
+    # Values of String.hashCode() printed by the JDK 17 on this machine; Kafka takes Utils.abs of it.
+    assert _java_string_hash("hello") == 99162322
+    assert _java_string_hash("soak-1.in.0") == 175087979
+    assert _java_string_hash("") == 0
+
+
+def test_live_bounds_keep_only_records_below_each_partitions_offset():
+    index = TopicIndex(seq=np.array([10, 11, 12, 13]), partition=np.array([0, 0, 1, 1]), offset=np.array([0, 5, 0, 7]),
+                       src_partition=np.array([], dtype=np.int64), src_offset=np.array([], dtype=np.int64),
+                       end_offsets={0: 6, 1: 8})
+    below = index.below({0: 5, 1: 8})
+    assert below.seq.tolist() == [10, 12, 13]
+    assert _bounds(np.array([2, 0]), {0: 4}).tolist() == [0, 4]
+
+
+def _report() -> SoakReport:
+    report = SoakReport("abc", {"duration_s": "60"}, 0.0, seconds=75.0)
+    report.faults = [FaultRecord(0, "kill-driver", 10.0, "SIGKILL driver", recovery_s=12.5, records_checked=100),
+                     FaultRecord(1, "kill-driver", 30.0, "SIGKILL driver", recovery_s=20.0, records_checked=200),
+                     FaultRecord(2, "pause-broker", 50.0, "SIGSTOP", recovery_s=None, records_checked=300)]
+    report.final = {"input_committed": 400, "output_committed": 400, "input_aborted": 40, "output_aborted_hidden": 3}
+    report.timeline = [(t * 0.5, int(t * 100)) for t in range(150)]
+    return report
+
+
+def test_soak_report_counts_survivals_and_recovery_by_kind(tmp_path):
+    report = _report()
+    assert not report.ok, "a fault that never recovered fails the soak"
+    kinds = report.by_kind()
+    assert kinds["kill-driver"] == {"injected": 2, "survived": 2, "recovery_median_s": 20.0, "recovery_max_s": 20.0}
+    assert kinds["pause-broker"]["survived"] == 0 and kinds["pause-broker"]["recovery_median_s"] is None
+    markdown = report_markdown(report)
+    assert markdown.startswith("# Soak abc: FAILED")
+    assert "| kill-driver | 2 | 2 | 20.0 | 20.0 |" in markdown
+    write_report(report, tmp_path)
+    assert json.loads((tmp_path / "report.json").read_text())["by_kind"]["kill-driver"]["injected"] == 2
+    assert (tmp_path / "timeline.png").read_bytes()[:4] == b"\x89PNG"

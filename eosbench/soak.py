@@ -121,11 +121,12 @@ class SoakReport:
     final: dict = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
     timeline: list[tuple[float, int]] = field(default_factory=list)
+    finished: bool = False  # False in the report rewritten after every round of a running soak
 
     @property
     def ok(self) -> bool:
-        """No violation anywhere and every fault survived."""
-        return not self.violations and all(f.survived for f in self.faults)
+        """No violation anywhere and every fault survived (and, once finished, the final verify ran)."""
+        return not self.violations and all(f.survived for f in self.faults) and (bool(self.final) or not self.finished)
 
     def by_kind(self) -> dict[str, dict]:
         """Faults, survivals and recovery times (median and max) for each kind."""
@@ -492,9 +493,11 @@ class Soak:
                 self.report.violations += [f"after fault {fault.index + 1} ({fault.kind}): {v}" for v in fault.violations]
                 self.metrics.fault_done(fault, len(self.report.violations))
                 self.report.timeline = sampler.snapshot()
+                self.report.seconds = round(self._elapsed(), 1)
                 write_report(self.report, self.output_dir)  # a soak of days keeps a current report
                 gate = sampler.processed()
             self._finish(sampler)
+            self.report.finished = True
         finally:
             self.producer.kill(signal.SIGKILL)
             self.stream.kill(signal.SIGKILL)
@@ -583,7 +586,9 @@ def write_report(report: SoakReport, output_dir: Path) -> None:
 def report_markdown(report: SoakReport) -> str:
     """The Markdown summary: verdict, faults by kind with recovery times, every violation."""
     final = report.final
-    lines = [f"# Soak {report.run_id}: {'PASSED' if report.ok else 'FAILED'}", "",
+    verdict = ("PASSED" if report.ok else "FAILED") if report.finished else (
+        "RUNNING" if report.ok else "FAILING")
+    lines = [f"# Soak {report.run_id}: {verdict}", "",
              f"- duration: {report.seconds / 60:.1f} min; options: " +
              ", ".join(f"{k}={v}" for k, v in report.options.items() if k not in ("output_dir", "state_dir")),
              f"- faults injected: {len(report.faults)}, survived: {sum(f.survived for f in report.faults)}",

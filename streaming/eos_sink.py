@@ -191,6 +191,11 @@ def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: in
     return out, dead, kept_timestamps
 
 
+# Seen in soaks: after a single broker's kill -9 and restart, a cached producer's records could
+# stay undelivered for minutes; a bounded flush lets Step 5 replace that producer instead.
+FLUSH_TIMEOUT_S = 30.0
+
+
 def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offsets_to_commit: dict) -> dict:
     """Steps 1-5 for one transactional id over its slices; return the task's statistics row."""
     kafka = _kafka()
@@ -226,7 +231,10 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
                 out, dead = out + o, dead + d
                 kept.extend(ts)
                 skipped += len(records) - o - d
-            producer.flush(60)
+            undelivered = producer.flush(FLUSH_TIMEOUT_S)
+            if undelivered:  # a producer stuck after a broker restart: replace it (Step 5, indefinite)
+                raise kafka.KafkaException(kafka.KafkaError(
+                    kafka.KafkaError._TIMED_OUT, f"{undelivered} records undelivered after {FLUSH_TIMEOUT_S:g} s"))
             timings["produce"] += time.perf_counter() - started
             started = time.perf_counter()
             producer.send_offsets_to_transaction([kafka.TopicPartition(t, p, end) for (t, p), end in to_commit.items()],

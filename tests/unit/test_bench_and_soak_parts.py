@@ -73,7 +73,7 @@ def test_live_bounds_keep_only_records_below_each_partitions_offset():
 
 
 def _report() -> SoakReport:
-    report = SoakReport("abc", {"duration_s": "60"}, 0.0, seconds=75.0)
+    report = SoakReport("abc", {"duration_s": "60"}, 0.0, seconds=75.0, finished=True)
     report.faults = [FaultRecord(0, "kill-driver", 10.0, "SIGKILL driver", recovery_s=12.5, records_checked=100),
                      FaultRecord(1, "kill-driver", 30.0, "SIGKILL driver", recovery_s=20.0, records_checked=200),
                      FaultRecord(2, "pause-broker", 50.0, "SIGSTOP", recovery_s=None, records_checked=300)]
@@ -94,3 +94,5 @@ def test_soak_report_counts_survivals_and_recovery_by_kind(tmp_path):
     write_report(report, tmp_path)
     assert json.loads((tmp_path / "report.json").read_text())["by_kind"]["kill-driver"]["injected"] == 2
     assert (tmp_path / "timeline.png").read_bytes()[:4] == b"\x89PNG"
+    report.finished = False
+    assert report_markdown(report).startswith("# Soak abc: FAILING"), "a running soak's report says so"

@@ -50,6 +50,7 @@ FAULT_KINDS = ("kill-driver", "kill-executor", "kill-broker", "pause-broker", "d
 RATE_WINDOW_S = 3.0  # the throughput window; recovery times are resolved to about this
 SAMPLE_EVERY_S = 0.5
 RECOVERED_SHARE = 0.9
+STALE_AFTER_S = 5.0  # a sampler whose figure has not moved for this long reconnects
 
 
 @dataclass(frozen=True)
@@ -200,8 +201,10 @@ class ProgressSampler:
 
     def __init__(self, bootstrap: str, group: str, topic: str, partitions: int, started: float):
         self.samples: list[tuple[float, int]] = []
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                                   "socket.timeout.ms": 2000}, logger=CLIENT_LOG)
+        self._config = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                        "socket.timeout.ms": 2000}
+        self._consumer = Consumer(self._config, logger=CLIENT_LOG)
+        self._last_change = time.monotonic()
         self._partitions = [TopicPartition(topic, p) for p in range(partitions)]
         self._started = started
         self._stop = threading.Event()
@@ -216,6 +219,14 @@ class ProgressSampler:
             except Exception:  # the broker is down or paused: a gap in the timeline, not an error
                 continue
             total = sum(max(0, tp.offset) for tp in committed)
+            if not self.samples or total != self.samples[-1][1]:
+                self._last_change = time.monotonic()
+            elif time.monotonic() - self._last_change > STALE_AFTER_S:
+                # After the group coordinator's broker is killed, a long-lived client kept
+                # answering with the old offsets; a new one finds the new coordinator.
+                self._consumer.close()
+                self._consumer = Consumer(self._config, logger=CLIENT_LOG)
+                self._last_change = time.monotonic()
             with self._lock:
                 self.samples.append((time.monotonic() - self._started, total))
 
@@ -346,8 +357,8 @@ class Soak:
             leader = metadata.topics[self.output_topic].partitions[0].leader
         return leader if leader in nodes else nodes[0]
 
-    def _inject(self, kind: str, index: int) -> str:
-        """Break something, undo it, and say what was done."""
+    def _inject(self, kind: str, occurrence: int) -> str:
+        """Break something (the kind's `occurrence`-th time), undo it, and say what was done."""
         o = self.options
         if kind == "kill-driver":
             pid = self.stream.pid
@@ -355,21 +366,21 @@ class Soak:
             self.stream.start(self._stream_command())
             return f"SIGKILL driver pid {pid} and its session; restarted from the checkpoint"
         if kind == "kill-executor":
-            return self._kill_executor(index)
+            return self._kill_executor(occurrence)
         if kind == "kill-worker":
-            worker = index % self.spark_cluster.settings.workers
+            worker = occurrence % self.spark_cluster.settings.workers
             pid = self.spark_cluster.kill_worker(worker)
             time.sleep(2)
             self.spark_cluster.start()
             return f"SIGKILL Spark worker-{worker} (pid {pid}); restarted"
         if kind == "kill-broker":
-            node = self._broker_target(index)
+            node = self._broker_target(occurrence)
             pid = self.cluster.signal_node(node, signal.SIGKILL)
             time.sleep(2)
             self.cluster.start()
             return f"SIGKILL broker node {node} (pid {pid}); restarted"
         if kind == "pause-broker":
-            node = self._broker_target(index)
+            node = self._broker_target(occurrence)
             pause_s = o.delivery_timeout_ms / 1000 + 4
             pid = self.cluster.signal_node(node, signal.SIGSTOP)
             try:
@@ -389,8 +400,8 @@ class Soak:
             return f"SIGKILL producer pid {pid}; restarted with --resume"
         raise AssertionError(kind)
 
-    def _kill_executor(self, index: int) -> str:
-        if self.spark_cluster and index % 2 == 0:
+    def _kill_executor(self, occurrence: int) -> str:
+        if self.spark_cluster and occurrence % 2 == 0:
             executors = self.spark_cluster.executor_pids()
             if executors:
                 send_signal(executors[0], signal.SIGKILL)
@@ -438,7 +449,9 @@ class Soak:
         baseline = min(sampler.rate(now - 20, now) or offered, offered)
         record = FaultRecord(index, kind, round(now, 1), "")
         self._say(f"fault {index + 1}: {kind} (baseline {baseline:,.0f} offsets/s)")
-        record.detail = self._inject(kind, index)
+        # Alternating targets (coordinator or leader, executor JVM or Python worker) go by the
+        # kind's own count, so that every kind meets each of its targets.
+        record.detail = self._inject(kind, sum(1 for f in self.report.faults if f.kind == kind))
         self._keep_alive()
         record.recovery_s = self._recovery(sampler, record.at_s, baseline)
         clock = time.monotonic()

@@ -19,11 +19,11 @@ from conf.settings import load_properties
 from eosbench import results
 from eosbench.bench_produce import run_eosbench as fill_topic
 from eosbench.kafka_admin import cluster_metadata, create_topic, describe_topic
+from eosbench.bench_writes import latency_table
 from eosbench.plots import latency_cdf_png
 from eosbench.progress import progress_callback
 from eosbench.report import SEED_STREAMING_TX_OVER_BASE
 from producers.streaming_bench import StreamingBench, StreamingBenchResult
-from producers.write_bench import latency_percentiles_ms
 
 BLOCK_UNITS = 50
 
@@ -49,9 +49,7 @@ def run(bootstrap: str, args: argparse.Namespace) -> dict:
     benches: dict[str, StreamingBench] = {}
     factory = None
     if args.pre_register_partitions:
-        from streaming.preregister import PreRegisteringProducer
-
-        factory = lambda config, tid: PreRegisteringProducer(config, tid)  # noqa: E731
+        from streaming.preregister import PreRegisteringProducer as factory  # built as factory(config, txn id)
     for mode in modes:
         output = args.output_topic or f"{input_topic}-{mode}-{run_id}"
         if output not in cluster_metadata(bootstrap).topics:
@@ -110,15 +108,14 @@ def _append_rows(report: dict, outcome: dict[str, StreamingBenchResult], brokers
                   abort_ratio=0.0, records_per_transaction=args.records_per_transaction)
     rows = []
     for mode, r in outcome.items():
-        p = latency_percentiles_ms(r.latencies_s)
+        p = report["modes"][mode]
         sink = f"plain-{mode}"
         rows.append(results.new_row(
             **common, cell=f"{sink}-b{brokers}-n{args.records_per_transaction}", sink=sink, records=r.records,
             seconds=r.seconds, throughput_rps=r.records_per_sec, goodput_rps=r.records_per_sec,
             latency_p50_ms=p["p50"], latency_p90_ms=p["p90"], latency_p99_ms=p["p99"], latency_p999_ms=p["p99.9"],
             latency_max_ms=p["max"], latency_kind="write path per unit",
-            latency_quantiles_ms=[float(v) for v in np.percentile(r.latencies_s * 1e3, results.QUANTILES)]
-            if r.latencies_s.size else [],
+            latency_quantiles_ms=results.quantiles_ms(r.latencies_s),
             baseline="plain-base" if mode == "tx" else None,
             overhead_ratio=report.get("tx_over_base", {}).get("throughput_base_over_tx") if mode == "tx" else None,
             config_json=json.dumps({k: str(v) for k, v in vars(args).items()}), figures_json=json.dumps(report["modes"][mode])))
@@ -130,11 +127,7 @@ def _append_rows(report: dict, outcome: dict[str, StreamingBenchResult], brokers
 def _print(report: dict) -> None:
     print(f"poll-process-produce on {report['brokers']} broker(s), {report['records_per_transaction']} record(s) per"
           f" unit, {report['warmup']} warmup + {report['iterations']} measured units per mode")
-    print(f"{'mode':<6}{'p50 ms':>10}{'p90 ms':>10}{'p99 ms':>10}{'p99.9 ms':>10}{'mean ms':>10}{'max ms':>10}"
-          f"{'records/s':>12}")
-    for mode, p in report["modes"].items():
-        print(f"{mode:<6}{p['p50']:>10.3f}{p['p90']:>10.3f}{p['p99']:>10.3f}{p['p99.9']:>10.3f}{p['mean']:>10.3f}"
-              f"{p['max']:>10.3f}{p['records_per_sec']:>12,.0f}")
+    print(latency_table(report["modes"], with_rate=True))
     if "tx_over_base" in report:
         ratio = report["tx_over_base"]
         print(f"tx/base: mean latency {ratio['mean_latency']:.2f}x, p99 {ratio['p99_latency']:.2f}x;"

@@ -47,13 +47,20 @@ def run(bootstrap: str, modes: list[Mode], warmup: int, iterations: int, output_
     return report
 
 
+def latency_table(modes: dict[str, dict], with_rate: bool = False) -> str:
+    """One line per mode: p50/p90/p99/p99.9/mean/max in ms (and records/s when asked), under a header."""
+    header = f"{'mode':<6}{'p50 ms':>10}{'p90 ms':>10}{'p99 ms':>10}{'p99.9 ms':>10}{'mean ms':>10}{'max ms':>10}"
+    lines = [header + (f"{'records/s':>12}" if with_rate else "")]
+    for mode, p in modes.items():
+        lines.append(f"{mode:<6}{p['p50']:>10.3f}{p['p90']:>10.3f}{p['p99']:>10.3f}{p['p99.9']:>10.3f}"
+                     f"{p['mean']:>10.3f}{p['max']:>10.3f}" + (f"{p['records_per_sec']:>12,.0f}" if with_rate else ""))
+    return "\n".join(lines)
+
+
 def _print(report: dict) -> None:
     print(f"write bench on {report['brokers']} broker(s), {report['warmup']} warmup + {report['iterations']}"
           f" measured iterations per mode, {report['elapsed_s']} s")
-    print(f"{'mode':<6}{'p50 ms':>10}{'p90 ms':>10}{'p99 ms':>10}{'p99.9 ms':>10}{'mean ms':>10}{'max ms':>10}")
-    for mode, p in report["modes"].items():
-        print(f"{mode:<6}{p['p50']:>10.3f}{p['p90']:>10.3f}{p['p99']:>10.3f}{p['p99.9']:>10.3f}"
-              f"{p['mean']:>10.3f}{p['max']:>10.3f}")
+    print(latency_table(report["modes"]))
     if "tx_over_base" in report:
         ratio = report["tx_over_base"]
         print(f"tx/base: mean {ratio['mean']:.2f}x, p50 {ratio['p50']:.2f}x, p99 {ratio['p99']:.2f}x"

@@ -12,6 +12,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
+def _save(fig, path: Path) -> Path:
+    """Lay out, write and close a figure; return its path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def latency_cdf_png(series_ms: dict[str, np.ndarray], path: Path, title: str) -> Path:
     """Plot one latency CDF per series on a log x axis, with p50/p99 marked in the legend."""
     fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
@@ -26,11 +35,7 @@ def latency_cdf_png(series_ms: dict[str, np.ndarray], path: Path, title: str) ->
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def soak_timeline_png(samples: list[tuple[float, int]], faults: list[tuple[float, str]], path: Path, title: str,
@@ -54,11 +59,7 @@ def soak_timeline_png(samples: list[tuple[float, int]], faults: list[tuple[float
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def lines_png(series: dict[str, dict[float, float]], path: Path, title: str, x_label: str, y_label: str,
@@ -80,11 +81,7 @@ def lines_png(series: dict[str, dict[float, float]], path: Path, title: str, x_l
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def bars_png(groups: dict[str, dict[str, float]], path: Path, title: str, y_label: str) -> Path:
@@ -101,8 +98,4 @@ def bars_png(groups: dict[str, dict[str, float]], path: Path, title: str, y_labe
     ax.set_title(title, fontsize=10)
     ax.grid(True, axis="y", which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)

@@ -31,6 +31,15 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+def quantiles_ms(latencies_s) -> list[float]:
+    """p0..p100 of latencies given in seconds, in ms: the latency_quantiles_ms column ([] for none)."""
+    import numpy as np
+
+    if len(latencies_s) == 0:
+        return []
+    return [float(v) for v in np.percentile(np.asarray(latencies_s) * 1e3, QUANTILES)]
+
+
 def table_path(results_dir: Path) -> Path:
     """Where the Delta table lives inside a results folder."""
     return results_dir / TABLE

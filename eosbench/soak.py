@@ -567,7 +567,6 @@ def fence(bootstrap: str, transactional_id: str) -> None:
     """Abort whatever transaction a dead producer left open, as its successor's init does."""
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id}, logger=CLIENT_LOG)
     producer.init_transactions(60)
-    producer.flush(10)
 
 
 def _java_string_hash(text: str) -> int:

@@ -18,6 +18,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -38,13 +39,6 @@ from producers.streaming_bench import StreamingBench
 SWEEP_PORT = 9500  # the sweep's own clusters (controllers +100, JMX exporters +200), apart from 9092
 
 
-def quantiles_ms(latencies_s: np.ndarray) -> list[float]:
-    """p0..p100 of latencies in ms (what the results table keeps to draw CDFs)."""
-    if latencies_s.size == 0:
-        return []
-    return [float(v) for v in np.percentile(latencies_s * 1e3, results.QUANTILES)]
-
-
 def plain_cell(bootstrap: str, input_topic: str, sink: str, records_per_transaction: int, workload: Workload,
                partitions: int, tag: str, committed: int, progress: Callable[[int, int], None] | None = None,
                pre_register: bool = False, poll_timeout_s: float = 0.1,
@@ -54,9 +48,7 @@ def plain_cell(bootstrap: str, input_topic: str, sink: str, records_per_transact
     create_topic(bootstrap, output, partitions, min(3, len(cluster_metadata(bootstrap).brokers)))
     factory = None
     if pre_register:
-        from streaming.preregister import PreRegisteringProducer
-
-        factory = lambda config, tid: PreRegisteringProducer(config, tid)  # noqa: E731
+        from streaming.preregister import PreRegisteringProducer as factory  # built as factory(config, txn id)
     bench = StreamingBench(bootstrap, input_topic, output, "tx" if sink == "plain-tx" else "base",
                            group_id=f"bench-{tag}", records_per_transaction=records_per_transaction,
                            poll_timeout_s=poll_timeout_s, consumer_config=consumer_config, producer_factory=factory)
@@ -68,7 +60,7 @@ def plain_cell(bootstrap: str, input_topic: str, sink: str, records_per_transact
         bench.close()
     figures = result.percentiles_ms()
     return {"records": result.records, "seconds": result.seconds, "throughput_rps": result.records_per_sec,
-            "goodput_rps": result.records_per_sec, "latencies_ms": quantiles_ms(result.latencies_s),
+            "goodput_rps": result.records_per_sec, "latencies_ms": results.quantiles_ms(result.latencies_s),
             "latency_kind": "write path per transaction" if sink == "plain-tx" else "write path per unit",
             "register_round_trips": result.register_round_trips, **{f"unit_{k}": v for k, v in figures.items()}}
 
@@ -100,7 +92,7 @@ def spark_cell(spark, bootstrap: str, input_topic: str, sink: str, records_per_t
     durations = np.array([b.duration_s for b in batches], dtype=np.float64)
     return {"records": summary.input_rows, "seconds": summary.seconds, "throughput_rps": rate,
             "goodput_rps": rate,
-            "latencies_ms": quantiles_ms(durations), "latency_kind": "micro-batch duration",
+            "latencies_ms": results.quantiles_ms(durations), "latency_kind": "micro-batch duration",
             "batches": summary.batches, "outcomes": summary.outcomes, "phase_seconds": summary.phase_seconds}
 
 
@@ -164,23 +156,20 @@ class Sweep:
                            f" appended to {results.table_path(self.results_dir)}")
         return self.rows
 
+    @contextmanager
     def _cluster(self, brokers: int):
-        from contextlib import contextmanager
-
-        @contextmanager
-        def managed():
-            if self.bootstrap:
-                yield self.bootstrap
-                return
-            cluster = LocalCluster(ClusterSettings(brokers=brokers, port=self.port,
-                                                   state_dir=eosbench_home() / f"sweep-cluster-{brokers}"))
-            self._say(f"starting {brokers} broker(s) on port {self.port} for the sweep")
-            cluster.start(fresh=True)
-            try:
-                yield cluster.settings.bootstrap_servers
-            finally:
-                cluster.stop()
-        return managed()
+        """Yield the bootstrap servers for this broker count: --bootstrap-server, or a cluster of our own."""
+        if self.bootstrap:
+            yield self.bootstrap
+            return
+        cluster = LocalCluster(ClusterSettings(brokers=brokers, port=self.port,
+                                               state_dir=eosbench_home() / f"sweep-cluster-{brokers}"))
+        self._say(f"starting {brokers} broker(s) on port {self.port} for the sweep")
+        cluster.start(fresh=True)
+        try:
+            yield cluster.settings.bootstrap_servers
+        finally:
+            cluster.stop()
 
     def _say(self, line: str) -> None:
         self.console.print(f"[dim]{line}[/]")

@@ -34,6 +34,14 @@ def _reason(exc: KafkaException) -> str:
     return error.str() if isinstance(error, KafkaError) else str(exc)
 
 
+def under_replicated(bootstrap: str) -> list[str]:
+    """Name every partition whose in-sync replicas are fewer than its replicas (none: fully replicated)."""
+    metadata = cluster_metadata(bootstrap)
+    return [f"{topic.topic}-{partition.id}" for topic in metadata.topics.values()
+            for partition in topic.partitions.values()
+            if partition.leader < 0 or len(partition.isrs) < len(partition.replicas)]
+
+
 def wait_transactions_ready(bootstrap: str, expected_brokers: int, timeout_s: float) -> float:
     """Block until every broker is registered and a transactional producer can init; return seconds."""
     started = time.monotonic()

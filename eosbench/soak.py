@@ -39,7 +39,7 @@ from conf.settings import ClusterSettings, SparkClusterSettings, console_log4j_c
 from eosbench.broker import LocalCluster
 from eosbench.errors import BadInput, EnvironmentProblem
 from eosbench.jars import resolve_bundle
-from eosbench.kafka_admin import cluster_metadata, create_topic
+from eosbench.kafka_admin import cluster_metadata, create_topic, under_replicated
 from eosbench.processes import Child, command_line, descendants, proc_stat, send_signal
 from eosbench.spark_cluster import StandaloneCluster
 from streaming import job
@@ -400,6 +400,26 @@ class Soak:
             return f"SIGKILL producer pid {pid}; restarted with --resume"
         raise AssertionError(kind)
 
+    def _wait_fully_replicated(self) -> None:
+        """Before breaking a broker, let the last restarted one rejoin every ISR.
+
+        Killing a second broker while the first is still catching up can leave a partition with no
+        in-sync replica to elect (min.insync.replicas=2 of 3): that tests unavailability, not
+        exactly-once, and stalls the stream until the broker returns.
+        """
+        if self.options.brokers == 1:
+            return
+        lagging: list[str] = []
+
+        def replicated() -> bool:
+            try:
+                lagging[:] = under_replicated(self.bootstrap)
+            except EnvironmentProblem as exc:
+                lagging[:] = [str(exc)]
+            return not lagging
+        if not self._wait_for(replicated, self.options.recovery_timeout_s, "every ISR to be full"):
+            self._say(f"still under-replicated: {', '.join(lagging[:5])}{' …' if len(lagging) > 5 else ''}")
+
     def _kill_executor(self, occurrence: int) -> str:
         if self.spark_cluster and occurrence % 2 == 0:
             executors = self.spark_cluster.executor_pids()
@@ -442,6 +462,8 @@ class Soak:
         return round(self._elapsed() - fault_at, 1)
 
     def _round(self, sampler: ProgressSampler, index: int, kind: str) -> FaultRecord:
+        if kind in ("kill-broker", "pause-broker"):
+            self._wait_fully_replicated()
         now = self._elapsed()
         # The offered rate (records plus one marker per transaction and partition) caps the baseline:
         # a stream still catching up runs faster than it can keep up.

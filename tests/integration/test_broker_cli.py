@@ -6,7 +6,7 @@ import pytest
 
 from tests.unit.test_cli_errors import run_eosbench
 
-THREE_NODE_PORT = 39092
+THREE_NODE_PORT = 26092  # below the ephemeral range (32768+), so no client socket can hold it
 
 
 @pytest.mark.heavy
@@ -15,7 +15,7 @@ def test_three_broker_cluster_start_status_stop(tmp_path):
     started = run_eosbench("broker", "start", "--brokers", "3", "--port", str(THREE_NODE_PORT), *state, timeout=240)
     try:
         assert started.returncode == 0, started.stderr
-        assert started.stdout.strip() == "127.0.0.1:39092,127.0.0.1:39093,127.0.0.1:39094"
+        assert started.stdout.strip() == "127.0.0.1:26092,127.0.0.1:26093,127.0.0.1:26094"
 
         status = run_eosbench("broker", "status", *state)
         assert status.returncode == 0, status.stdout

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -191,6 +192,38 @@ def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: in
     return out, dead, kept_timestamps
 
 
+# librdkafka can block in send_offsets_to_transaction() past its timeout once the group
+# coordinator's broker is killed (confluentinc/librdkafka#5456 and #5511, open in 2.16; seen in the
+# three-broker soak). The call runs on a helper thread; a producer still blocked at the deadline is
+# abandoned (kept referenced: destroying it under a blocked call is unsafe) and Step 5 initialises
+# a new producer for T(p), which fences it and aborts its transaction.
+SEND_OFFSETS_TIMEOUT_S = 30.0
+_ABANDONED: list[tuple[object, threading.Thread]] = []
+
+
+def _send_offsets(producer, txn_id: str, offsets: list, group_metadata) -> None:
+    """send_offsets_to_transaction, bounded even where librdkafka ignores the timeout."""
+    failure: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            producer.send_offsets_to_transaction(offsets, group_metadata, SEND_OFFSETS_TIMEOUT_S)
+        except BaseException as exc:  # handed to the task's thread, which classifies it (Step 5)
+            failure.append(exc)
+    thread = threading.Thread(target=call, name=f"send-offsets {txn_id}", daemon=True)
+    thread.start()
+    thread.join(SEND_OFFSETS_TIMEOUT_S + 5)
+    _ABANDONED[:] = [(old, blocked) for old, blocked in _ABANDONED if blocked.is_alive()]
+    if thread.is_alive():
+        _PRODUCERS.pop(txn_id, None)
+        _ABANDONED.append((producer, thread))
+        kafka = _kafka()
+        raise kafka.KafkaException(kafka.KafkaError(
+            kafka.KafkaError._TIMED_OUT, f"send_offsets_to_transaction still blocked after {SEND_OFFSETS_TIMEOUT_S + 5:g} s"))
+    if failure:
+        raise failure[0]
+
+
 # Seen in soaks: after a single broker's kill -9 and restart, a cached producer's records could
 # stay undelivered for minutes; a bounded flush lets Step 5 replace that producer instead.
 FLUSH_TIMEOUT_S = 30.0
@@ -237,8 +270,8 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
                     kafka.KafkaError._TIMED_OUT, f"{undelivered} records undelivered after {FLUSH_TIMEOUT_S:g} s"))
             timings["produce"] += time.perf_counter() - started
             started = time.perf_counter()
-            producer.send_offsets_to_transaction([kafka.TopicPartition(t, p, end) for (t, p), end in to_commit.items()],
-                                                 plan.group_metadata, 60)
+            _send_offsets(producer, txn_id, [kafka.TopicPartition(t, p, end) for (t, p), end in to_commit.items()],
+                          plan.group_metadata)
             timings["send_offsets"] += time.perf_counter() - started
             _maybe_fault(plan, "fail-task-before-commit", next(iter(offsets_to_commit))[1])
             started = time.perf_counter()

@@ -66,8 +66,6 @@ def test_short_soak_survives_five_fault_kinds(tmp_path):
 
 
 @pytest.mark.heavy
-@pytest.mark.xfail(strict=False, reason="open: after a third broker kill the stream sometimes stops draining"
-                   " (a liveness problem, not a duplicate or an aborted read; see docs/soak.md)")
 def test_three_broker_cluster_survives_coordinator_and_leader_kills(tmp_path):
     report = run_soak(tmp_path, "--brokers", "3", "--faults", "kill-broker", "--gate-records", "600",
                       duration="120s", timeout=600)

@@ -59,8 +59,19 @@ class Workload(BaseModel):
     warmup_units: int = Field(50, ge=0, description="plain-client units run before measuring")
     plain_max_units: int = Field(2_000, gt=0, description="measured units per plain-client cell")
     spark_max_batches: int = Field(40, gt=0, description="Spark cells needing more micro-batches are skipped")
+    producer_config: dict[str, str] = Field(default_factory=dict, description="librdkafka properties for the"
+                                            " plain-client cells' producers (recorded with every row)")
     anchors: bool = Field(True, description="run Java ProducerPerformance beside eosbench produce")
     grid: Grid = Grid()
+
+    @field_validator("producer_config", mode="before")
+    @classmethod
+    def _properties_as_strings(cls, config):
+        # librdkafka takes every property as a string; YAML would make `retry.backoff.ms: 5` an int.
+        if isinstance(config, dict):
+            return {str(k): str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, (int, float, str)) else v
+                    for k, v in config.items()}
+        return config
 
     def cells(self) -> list[dict]:
         """Every combination of the grid, as plain dicts."""

@@ -46,6 +46,7 @@ def run(bootstrap: str, args: argparse.Namespace) -> dict:
         fill_topic(bootstrap, input_topic, records, args.record_size, 100, "fill")
     partitions = len(describe_topic(bootstrap, input_topic).partitions)
     consumer_config = load_properties(args.consumer_config) if args.consumer_config else {}
+    producer_config = load_properties(args.producer_config) if args.producer_config else {}
     benches: dict[str, StreamingBench] = {}
     factory = None
     if args.pre_register_partitions:
@@ -57,7 +58,7 @@ def run(bootstrap: str, args: argparse.Namespace) -> dict:
         benches[mode] = StreamingBench(
             bootstrap, input_topic, output, mode, group_id=args.group_id or f"eosbench-streaming-{run_id}-{mode}",
             records_per_transaction=per_unit, poll_timeout_s=args.poll_timeout / 1000, consumer_config=consumer_config,
-            producer_factory=factory if mode == "tx" else None)
+            producer_config=producer_config, producer_factory=factory if mode == "tx" else None)
     try:
         for bench in benches.values():
             bench.warm(args.warmup)
@@ -80,7 +81,7 @@ def run(bootstrap: str, args: argparse.Namespace) -> dict:
             bench.close()
     report = {"run_id": run_id, "bootstrap": bootstrap, "brokers": brokers, "input_topic": input_topic,
               "records_per_transaction": per_unit, "warmup": args.warmup, "iterations": args.iterations,
-              "pre_register_partitions": args.pre_register_partitions,
+              "pre_register_partitions": args.pre_register_partitions, "producer_config": producer_config,
               "modes": {mode: r.percentiles_ms() for mode, r in outcome.items()}}
     if len(outcome) == 2:
         base, tx = report["modes"]["base"], report["modes"]["tx"]

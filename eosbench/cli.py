@@ -132,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     streaming_bench.add_argument("--input-topic", help="read this topic (default: a new one, filled first)")
     streaming_bench.add_argument("--output-topic", help="write here (default: <input>-<mode>, created)")
     streaming_bench.add_argument("--consumer-config", type=Path, metavar="FILE", help="consumer .properties file")
+    streaming_bench.add_argument("--producer-config", type=Path, metavar="FILE",
+                                 help="producer .properties file (librdkafka names, e.g. retry.backoff.ms)")
     streaming_bench.add_argument("--group-id", help="consumer group (default: a new one per mode)")
     streaming_bench.add_argument("--poll-timeout", type=_positive_int, default=100, metavar="MS",
                                  help="consumer poll timeout in ms (default: 100)")

@@ -49,7 +49,8 @@ class StreamingBench:
 
     def __init__(self, bootstrap: str, input_topic: str, output_topic: str, mode: Mode, group_id: str,
                  records_per_transaction: int = 1, poll_timeout_s: float = 0.1,
-                 consumer_config: dict[str, str] | None = None, transactional_id: str | None = None,
+                 consumer_config: dict[str, str] | None = None, producer_config: dict[str, str] | None = None,
+                 transactional_id: str | None = None,
                  producer_factory: Callable[[dict, str], object] | None = None):
         self.mode, self.input_topic, self.output_topic = mode, input_topic, output_topic
         self.group_id, self.per_unit, self.poll_timeout_s = group_id, records_per_transaction, poll_timeout_s
@@ -57,7 +58,7 @@ class StreamingBench:
                                   "isolation.level": "read_committed", "auto.offset.reset": "earliest",
                                   "enable.partition.eof": True, **(consumer_config or {})}, logger=CLIENT_LOG)
         self.consumer.subscribe([input_topic])
-        config = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": "0"}
+        config = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": "0", **(producer_config or {})}
         tid = transactional_id or f"eosbench.bench.streaming.{group_id}"
         if producer_factory is not None:  # pre-registration: a client with the registering begin
             self.producer = producer_factory(config, tid)

@@ -15,13 +15,17 @@ from tests.unit.test_cli_errors import run_eosbench
 
 
 def test_streaming_bench_copies_every_record_once_in_both_modes(bootstrap, tmp_path):
+    producer_properties = tmp_path / "producer.properties"
+    producer_properties.write_text("# back off less after CONCURRENT_TRANSACTIONS\nretry.backoff.ms=5\n")
     completed = run_eosbench("bench", "streaming", "--bootstrap-server", bootstrap, "--warmup", "10",
                              "--iterations", "60", "--records-per-transaction", "3", "--partitions", "2",
-                             "--results-dir", str(tmp_path), timeout=300)
+                             "--producer-config", str(producer_properties), "--results-dir", str(tmp_path),
+                             timeout=300)
     assert completed.returncode == 0, completed.stderr[-2000:]
     report = json.loads(next(tmp_path.glob("streaming-*.json")).read_text())
     input_ids = Counter(sequence_numbers(read_all(bootstrap, report["input_topic"])))
     assert sum(input_ids.values()) == (10 + 60) * 3
+    assert report["producer_config"] == {"retry.backoff.ms": "5"}
     for mode in ("base", "tx"):
         assert report["modes"][mode]["iterations"] == 60
         output = f"{report['input_topic']}-{mode}-{report['run_id']}"

@@ -32,6 +32,7 @@ def test_every_shipped_workload_loads(name):
     ("name: x\ngrid: {sink: [kafka-xa]}\n", "grid.sink.0"),
     ("name: x\nrecord: 10\n", "record: Extra inputs are not permitted"),
     ("- just\n- a list\n", "must be a mapping"),
+    ("name: x\nproducer_config: {retry.backoff.ms: [5]}\n", "producer_config.retry.backoff.ms"),
     ("name: [unclosed\n", "is not valid YAML"),
 ])
 def test_bad_workloads_fail_with_one_line(tmp_path, text, fragment):
@@ -40,6 +41,12 @@ def test_bad_workloads_fail_with_one_line(tmp_path, text, fragment):
     with pytest.raises(SettingsError) as raised:
         load_workload(path)
     assert fragment in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_producer_properties_in_a_workload_become_strings(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text("name: x\nproducer_config: {retry.backoff.ms: 5, enable.idempotence: true}\n")
+    assert load_workload(path).producer_config == {"retry.backoff.ms": "5", "enable.idempotence": "true"}
 
 
 def test_knee_is_the_smallest_size_within_a_fifth_of_the_floor():

@@ -226,6 +226,8 @@ def add_soak_parser(commands, state_dir: argparse.ArgumentParser) -> None:
     soak.add_argument("--metrics-port", type=int, default=defaults.metrics_port,
                       help="producer /metrics; the stream uses +1 and the soak +2 (default: %(default)s)")
     soak.add_argument("--output-dir", type=Path, help="report folder (default: results/soak/<run id>)")
+    soak.add_argument("--max-faults", type=_positive_int,
+                      help="end after this many faults, or at --duration if that comes first")
 
 
 def add_produce_parser(commands) -> None:
@@ -574,7 +576,8 @@ def cmd_soak(args: argparse.Namespace) -> int:
         spark_state_dir=args.spark_state_dir, seed=args.seed,
         throughput=args.throughput, records_per_transaction=args.records_per_transaction,
         abort_ratio=args.abort_ratio, partitions=args.partitions, gate_records=args.gate_records,
-        delivery_timeout_ms=args.delivery_timeout_ms, metrics_port=args.metrics_port, output_dir=args.output_dir)
+        delivery_timeout_ms=args.delivery_timeout_ms, metrics_port=args.metrics_port, output_dir=args.output_dir,
+        max_faults=args.max_faults)
     soak = Soak(options)
 
     def stop(_signum, _frame):  # a SIGTERM still stops the children and writes the report

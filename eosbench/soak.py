@@ -75,6 +75,7 @@ class SoakOptions:
     recovery_timeout_s: float = 240.0
     metrics_port: int = 9400  # producer; stream +1, soak +2 (the ports prometheus.yml scrapes)
     output_dir: Path | None = None
+    max_faults: int | None = None  # end early after this many rounds (--duration still bounds the soak)
 
     def validate(self) -> None:
         """Raise BadInput (one line) for a soak that cannot run as asked."""
@@ -521,7 +522,7 @@ class Soak:
                     self.report.violations.append(f"stalled: fewer than {o.gate_records} records in"
                                                   f" {o.recovery_timeout_s:g} s at {self._elapsed():.0f} s")
                     break
-                if self._elapsed() >= o.duration_s:
+                if self._elapsed() >= o.duration_s or len(self.report.faults) == o.max_faults:
                     break
                 fault = self._round(sampler, len(self.report.faults), next(kinds))
                 self.report.faults.append(fault)

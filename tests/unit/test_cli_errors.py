@@ -102,6 +102,7 @@ def test_broker_unreachable(command):
         (["soak", "--duration", "ten"], "not a duration: 'ten'"),
         (["soak", "--duration", "1m", "--faults", "kill-driver,unplug"], "--faults: unknown fault 'unplug'"),
         (["soak", "--duration", "1m", "--faults", "kill-worker"], "kill-worker needs a standalone master"),
+        (["soak", "--duration", "1m", "--max-faults", "0"], "--max-faults: must be at least 1"),
         (["bench", "sweep", "--workload", "no/such/workload.yaml"], "cannot read workload no/such/workload.yaml"),
         (["bench", "streaming", "--poll-timeout", "0"], "must be at least 1"),
         (["report", "--results-dir", "no/such/results"], "no results table in no/such/results"),

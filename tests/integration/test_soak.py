@@ -70,7 +70,7 @@ def test_three_broker_cluster_survives_coordinator_and_leader_kills(tmp_path):
     # Two kills by count, not by time: the ISR gate before each kill waits for the restarted
     # broker to catch up, which a slow machine takes long over.
     report = run_soak(tmp_path, "--brokers", "3", "--faults", "kill-broker", "--gate-records", "600",
-                      "--max-faults", "2", duration="12m", timeout=1200)
+                      "--max-faults", "2", duration="10m", timeout=840)
     assert_clean(report, tmp_path)
     killed = [fault["detail"] for fault in report["faults"]]
     assert len(killed) == 2 and all(detail.startswith("SIGKILL broker node") for detail in killed), killed

@@ -35,7 +35,8 @@ def variable(name: str, query: str) -> dict:
             "current": {"selected": True, "text": "All", "value": "$__all"}}
 
 
-def dashboard(uid: str, title: str, panels: list[dict], variables: list[dict]) -> dict:
+def dashboard(uid: str, title: str, panels: list[dict], variables: list[dict],
+              annotations: list[dict] | None = None) -> dict:
     """A dashboard with a datasource variable and panels laid out two per row."""
     for index, p in enumerate(panels):
         p["id"] = index + 1
@@ -44,17 +45,23 @@ def dashboard(uid: str, title: str, panels: list[dict], variables: list[dict]) -
                   "current": {"text": "Prometheus", "value": "Prometheus"}}
     return {"uid": uid, "title": title, "tags": ["eosbench"], "schemaVersion": 39, "version": 1,
             "editable": True, "refresh": "5s", "time": {"from": "now-15m", "to": "now"},
-            "templating": {"list": [datasource, *variables]}, "panels": panels}
+            "templating": {"list": [datasource, *variables]}, "annotations": {"list": annotations or []},
+            "panels": panels}
+
+
+def end_to_end_throughput() -> dict:
+    """Records per second into the stream, out of its sink, and committed by the producer."""
+    return panel("End-to-end throughput", [
+        ("in {{app_id}} ({{sink}})", f"sum by (app_id, sink) (rate(eosbench_stream_input_records_total{{{APP}}}[1m]))"),
+        ("out {{app_id}} ({{sink}})", f"sum by (app_id, sink) (rate(eosbench_stream_output_records_total{{{APP}}}[1m]))"),
+        ("produced, committed {{run_id}}", f'sum by (run_id) (rate(eosbench_producer_records_total{{{RUN},outcome="committed"}}[1m]))'),
+    ], "rps", description="Records per second: read by the stream (visible input), written by its sink, and committed by the producer.")
 
 
 def overview() -> dict:
     """End-to-end throughput, latency, commits and aborts, abort overhead, lag, sink phases."""
     return dashboard("eosbench-overview", "eosbench: exactly-once overview", [
-        panel("End-to-end throughput", [
-            ("in {{app_id}} ({{sink}})", f"sum by (app_id, sink) (rate(eosbench_stream_input_records_total{{{APP}}}[1m]))"),
-            ("out {{app_id}} ({{sink}})", f"sum by (app_id, sink) (rate(eosbench_stream_output_records_total{{{APP}}}[1m]))"),
-            ("produced, committed {{run_id}}", f'sum by (run_id) (rate(eosbench_producer_records_total{{{RUN},outcome="committed"}}[1m]))'),
-        ], "rps", description="Records per second: read by the stream (visible input), written by its sink, and committed by the producer."),
+        end_to_end_throughput(),
         panel("End-to-end latency (input CreateTime to output commit)", [
             ("p50 {{app_id}}", f"histogram_quantile(0.5, sum by (app_id, le) (rate(eosbench_stream_end_to_end_latency_seconds_bucket{{{APP}}}[1m])))"),
             ("p99 {{app_id}}", f"histogram_quantile(0.99, sum by (app_id, le) (rate(eosbench_stream_end_to_end_latency_seconds_bucket{{{APP}}}[1m])))"),
@@ -132,7 +139,39 @@ def broker() -> dict:
     ], [])
 
 
-DASHBOARDS = {"overview.json": overview, "producer.json": producer, "broker.json": broker}
+def soak() -> dict:
+    """A soak run: exactly-once progress with every fault marked, faults by kind, recovery, verifies."""
+    soak_run = 'run_id=~"$soak_run"'
+    fault_markers = {
+        "name": "faults", "enable": True, "iconColor": "red", "datasource": DATASOURCE,
+        # One marker per injection, at the moment the soak recorded (the gauge's value), not at a scrape.
+        "expr": f"max by (kind) (eosbench_soak_fault_injected_timestamp_seconds{{{soak_run}}}) * 1000",
+        "useValueForTime": True, "step": "5s", "titleFormat": "{{kind}}", "tagKeys": "kind"}
+    return dashboard("eosbench-soak", "eosbench: soak", [
+        panel("Exactly-once progress (the sink group's committed offsets)", [
+            ("offsets/s {{run_id}}", f"rate(eosbench_soak_committed_offsets{{{soak_run}}}[1m])"),
+        ], "rps", description="What the soak's recovery times are measured on: it moves only when a sink transaction"
+                              " commits, and keeps counting across restarts of the driver. Red markers are faults."),
+        end_to_end_throughput(),
+        panel("Faults by kind and outcome", [
+            ("{{kind}} {{outcome}}", f"sum by (kind, outcome) (eosbench_soak_faults_total{{{soak_run}}})"),
+        ], "short", stacked=True, description="Counted when a round ends: recovered, verified, and no transaction left open."),
+        panel("Recovery to 90 % throughput, last fault of each kind", [
+            ("{{kind}}", f"eosbench_soak_recovery_seconds{{{soak_run}}}"),
+        ], "s", description="From the fault until the committed-offsets rate is back to 90 % of the rate before it."),
+        panel("Soak verifies: records checked and violations", [
+            ("records verified", f"eosbench_soak_records_verified{{{soak_run}}}"),
+            ("violations", f"eosbench_soak_verify_violations{{{soak_run}}}"),
+        ], "short", description="After every fault and at the end; any violation fails the soak and fires EosbenchVerifyFailed."),
+        panel("Unplanned restarts of supervised processes", [
+            ("{{process}}", f"sum by (process) (eosbench_soak_restarts_total{{{soak_run}}})"),
+        ], "short", description="A producer or stream that died without a fault and was restarted (with --resume or from its checkpoint)."),
+    ], [variable("soak_run", "label_values(eosbench_soak_faults_total, run_id)"),
+        variable("app_id", "label_values(eosbench_stream_input_records_total, app_id)"),
+        variable("run_id", "label_values(eosbench_producer_records_total, run_id)")], [fault_markers])
+
+
+DASHBOARDS = {"overview.json": overview, "producer.json": producer, "broker.json": broker, "soak.json": soak}
 
 
 def render() -> dict[str, str]:

@@ -170,10 +170,18 @@ class SoakMetrics:
                              list(labels), registry=self.registry)
         self.restarts = PromCounter("eosbench_soak_restarts", "Unplanned restarts of a supervised process",
                                     [*labels, "process"], registry=self.registry)
+        self.injected_at = Gauge("eosbench_soak_fault_injected_timestamp_seconds", "Unix time the last fault of"
+                                 " this kind was injected (the soak dashboard's fault markers)", [*labels, "kind"],
+                                 registry=self.registry)
+        self.committed = Gauge("eosbench_soak_committed_offsets", "The sink group's committed input offsets, summed"
+                               " over partitions: progress made exactly once, across every restart",
+                               list(labels), registry=self.registry)
         self.labels = labels
         for kind in FAULT_KINDS:
             for outcome in ("survived", "failed"):
                 self.faults.labels(**labels, kind=kind, outcome=outcome)
+        for process in ("producer", "stream"):
+            self.restarts.labels(**labels, process=process)
         self.violations.labels(**labels).set(0)
         self.checked.labels(**labels).set(0)
 
@@ -183,6 +191,14 @@ class SoakMetrics:
             start_http_server(port, addr="127.0.0.1", registry=self.registry)
         except OSError as exc:
             raise EnvironmentProblem(f"cannot serve the soak's metrics on 127.0.0.1:{port}: {exc.strerror}") from exc
+
+    def fault_injected(self, kind: str) -> None:
+        """Mark the moment a fault goes in."""
+        self.injected_at.labels(**self.labels, kind=kind).set(time.time())
+
+    def follow(self, sampler: ProgressSampler) -> None:
+        """Export the sampler's committed total on every scrape."""
+        self.committed.labels(**self.labels).set_function(sampler.processed)
 
     def fault_done(self, fault: FaultRecord, total_violations: int) -> None:
         """Count one round."""
@@ -472,6 +488,7 @@ class Soak:
         baseline = min(sampler.rate(now - 20, now) or offered, offered)
         record = FaultRecord(index, kind, round(now, 1), "")
         self._say(f"fault {index + 1}: {kind} (baseline {baseline:,.0f} offsets/s)")
+        self.metrics.fault_injected(kind)
         # Alternating targets (coordinator or leader, executor JVM or Python worker) go by the
         # kind's own count, so that every kind meets each of its targets.
         record.detail = self._inject(kind, sum(1 for f in self.report.faults if f.kind == kind))
@@ -510,6 +527,7 @@ class Soak:
         self.metrics.serve(o.metrics_port + 2)
         sampler = self.sampler = ProgressSampler(self.bootstrap, self.app_id, self.input_topic, o.partitions,
                                                        self.started)
+        self.metrics.follow(sampler)
         try:
             self._keep_alive()
             if not self._wait_for(lambda: sampler.processed() >= o.gate_records, 300, "the first records"):

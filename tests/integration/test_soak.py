@@ -12,11 +12,14 @@ from pathlib import Path
 import pytest
 
 from conf.settings import SparkClusterSettings
+from eosbench.prometheus_server import LocalPrometheus
 from eosbench.spark_cluster import StandaloneCluster
+from tests.integration.dashboard_queries import assert_plausible, dashboard_queries
 from tests.unit.test_cli_errors import run_eosbench
 
 SOAK_BROKER_PORT = 29092
 SOAK_METRICS_PORT = 19600
+SOAK_PROMETHEUS_PORT = 19690
 SPARK_MASTER_PORT, SPARK_UI_PORT = 17077, 18080
 LOCAL_FAULTS = ("kill-driver", "kill-executor", "pause-broker", "delete-checkpoint", "restart-producer")
 
@@ -37,6 +40,12 @@ def run_soak(tmp_path: Path, *flags: str, duration: str, timeout: float) -> dict
     return report
 
 
+def highest_in_the_last_10_minutes(prometheus: LocalPrometheus, expr: str) -> list[dict]:
+    """Each series' highest value of the last 10 minutes: the soak's processes have exited, and
+    their series have gone stale, by the time it is asked."""
+    return prometheus.query(f"max_over_time(({expr})[10m:1s])")
+
+
 def assert_clean(report: dict, tmp_path: Path) -> None:
     """Zero violations, every fault survived, and the final verify saw every committed record once."""
     assert report["violations"] == [], report["violations"]
@@ -54,8 +63,26 @@ def assert_clean(report: dict, tmp_path: Path) -> None:
 
 
 def test_short_soak_survives_five_fault_kinds(tmp_path):
-    report = run_soak(tmp_path, "--faults", ",".join(LOCAL_FAULTS), "--gate-records", "600", duration="200s",
-                      timeout=600)
+    # The real Prometheus scrapes the soak throughout, so that the soak dashboard is proven on a soak.
+    prometheus = LocalPrometheus(tmp_path / "prometheus", port=SOAK_PROMETHEUS_PORT, interval="1s", targets={
+        "eosbench-producer": SOAK_METRICS_PORT, "eosbench-stream": SOAK_METRICS_PORT + 1,
+        "eosbench-soak": SOAK_METRICS_PORT + 2})
+    prometheus.start()
+    try:
+        report = run_soak(tmp_path, "--faults", ",".join(LOCAL_FAULTS), "--gate-records", "600", duration="200s",
+                          timeout=600)
+        for board, title, expr in dashboard_queries("soak.json"):
+            assert_plausible(highest_in_the_last_10_minutes(prometheus, expr), f"{board} / {title}: {expr}")
+        injected = highest_in_the_last_10_minutes(
+            prometheus, "max by (kind) (eosbench_soak_fault_injected_timestamp_seconds)")
+        assert {series["metric"]["kind"] for series in injected} == {fault["kind"] for fault in report["faults"]}
+        faults = highest_in_the_last_10_minutes(prometheus, "sum(eosbench_soak_faults_total)")
+        assert [float(series["value"][1]) for series in faults] == [len(report["faults"])]
+        committed = highest_in_the_last_10_minutes(prometheus, "eosbench_soak_committed_offsets")
+        assert [float(series["value"][1]) for series in committed] == [report["timeline"][-1][1]]
+        assert prometheus.query('ALERTS{alertname="EosbenchVerifyFailed"}[10m]') == []
+    finally:
+        prometheus.stop()
     assert_clean(report, tmp_path)
     kinds = {fault["kind"] for fault in report["faults"]}
     assert len(report["faults"]) >= 5 and len(kinds) >= 5, [f["kind"] for f in report["faults"]]

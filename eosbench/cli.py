@@ -494,6 +494,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def interrupt_on_sigterm() -> None:
+    """Turn SIGTERM into Ctrl-C, so that a long command's clean-up runs before it exits."""
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Handle `eosbench bench writes|produce|streaming|spark|sweep`."""
     bootstrap = args.bootstrap or (None if args.bench_command == "sweep" else DEFAULT_BOOTSTRAP)
@@ -510,6 +517,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from conf.workload_settings import load_workload
         from eosbench.sweep import run_sweep
 
+        interrupt_on_sigterm()  # a SIGTERM still stops the sweep's brokers and keeps its finished rows
         run_sweep(load_workload(args.workload), args.workload.stem, args.results_dir, args.bootstrap, args.port)
     elif args.bench_command == "spark":
         from eosbench import bench_spark
@@ -579,10 +587,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
         delivery_timeout_ms=args.delivery_timeout_ms, metrics_port=args.metrics_port, output_dir=args.output_dir,
         max_faults=args.max_faults)
     soak = Soak(options)
-
-    def stop(_signum, _frame):  # a SIGTERM still stops the children and writes the report
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, stop)
+    interrupt_on_sigterm()  # a SIGTERM still stops the children and writes the report
     report = soak.run()
     print(f"soak {report.run_id}: {len(report.faults)} faults, {sum(f.survived for f in report.faults)} survived,"
           f" {report.final.get('input_committed', 0):,} records verified, {len(report.violations)} violations;"

@@ -143,18 +143,24 @@ class Sweep:
         self._common = dict(run_id=self.run_id, bench="sweep", workload=self.workload_name, git_revision=revision,
                             machine_json=machine)
         started = time.monotonic()
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TimeRemainingColumn(), console=self.console, transient=False,
-                      disable=not self.console.is_terminal) as bars:
-            grid_task = bars.add_task(f"sweep {self.run_id} ({self.workload_name})", total=total)
-            for brokers in w.grid.brokers:
-                with self._cluster(brokers) as bootstrap:
-                    self._run_broker_group(bootstrap, brokers, [c for c in cells if c["brokers"] == brokers],
-                                           bars, grid_task)
-        if self.rows:
-            results.append_rows(self.spark_session(), self.rows, self.results_dir)
-        self.console.print(f"sweep {self.run_id}: {len(self.rows)} rows in {time.monotonic() - started:.0f} s,"
-                           f" appended to {results.table_path(self.results_dir)}")
+        finished = False
+        try:
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          TimeRemainingColumn(), console=self.console, transient=False,
+                          disable=not self.console.is_terminal) as bars:
+                grid_task = bars.add_task(f"sweep {self.run_id} ({self.workload_name})", total=total)
+                for brokers in w.grid.brokers:
+                    with self._cluster(brokers) as bootstrap:
+                        self._run_broker_group(bootstrap, brokers, [c for c in cells if c["brokers"] == brokers],
+                                               bars, grid_task)
+            finished = True
+        finally:
+            # An interrupted sweep (Ctrl-C, SIGTERM, a failed cell) still keeps the cells it finished.
+            if self.rows:
+                results.append_rows(self.spark_session(), self.rows, self.results_dir)
+            self.console.print(f"sweep {self.run_id}: {'' if finished else 'stopped early; '}{len(self.rows)} of"
+                               f" {total} rows in {time.monotonic() - started:.0f} s, appended to"
+                               f" {results.table_path(self.results_dir)}")
         return self.rows
 
     @contextmanager
@@ -189,21 +195,26 @@ class Sweep:
             self._warm_spark(bootstrap, next(iter(inputs.values()))[0])
         runs: dict[int, list[dict]] = {i: [] for i in range(len(cells))}
         order = list(range(len(cells)))
-        with tempfile.TemporaryDirectory(prefix="eosbench-sweep-") as scratch:
-            for repeat in range(w.repeats):
-                shift = (repeat * max(1, len(order) // w.repeats)) % len(order)
-                for index in order[shift:] + order[:shift]:
-                    cell = cells[index]
-                    topic, committed = inputs[(cell["record_size"], cell["abort_ratio"])]
-                    figures = self._run_cell(bootstrap, cell, topic, committed, Path(scratch),
-                                             f"{index}-r{repeat}", bars)
-                    if figures is not None and figures["records"]:
-                        runs[index].append(figures)
-                    bars.advance(grid_task)
-        for index, cell in enumerate(cells):
-            if runs[index]:
-                self.rows.append(self._row(cell, _median_figures(runs[index])))
-        self._add_overheads()
+        try:
+            with tempfile.TemporaryDirectory(prefix="eosbench-sweep-") as scratch:
+                for repeat in range(w.repeats):
+                    shift = (repeat * max(1, len(order) // w.repeats)) % len(order)
+                    for index in order[shift:] + order[:shift]:
+                        cell = cells[index]
+                        topic, committed = inputs[(cell["record_size"], cell["abort_ratio"])]
+                        figures = self._run_cell(bootstrap, cell, topic, committed, Path(scratch),
+                                                 f"{index}-r{repeat}", bars)
+                        if figures is not None and figures["records"]:
+                            runs[index].append(figures)
+                            self._say(f"{_label(cell)}: {figures['throughput_rps']:,.0f} records/s over"
+                                      f" {figures['records']:,} records")
+                        bars.advance(grid_task)
+        finally:
+            # After an interruption the cells already run still become rows, from the runs they had.
+            for index, cell in enumerate(cells):
+                if runs[index]:
+                    self.rows.append(self._row(cell, _median_figures(runs[index])))
+            self._add_overheads()
 
     def _fill(self, bootstrap: str, brokers: int, size: int, ratio: float, replication: int) -> tuple[str, int]:
         """Fill one input topic; its producer run is a row of its own (goodput under aborts)."""
@@ -253,7 +264,7 @@ class Sweep:
                   bars) -> dict | None:
         w = self.workload
         n, sink = cell["records_per_transaction"], cell["sink"]
-        label = f"{sink} {n}/txn abort {cell['abort_ratio']} {cell['brokers']}b"
+        label = _label(cell)
         if sink in SPARK_SINKS:
             batches = w.records / (n * w.partitions)
             if batches > w.spark_max_batches:
@@ -300,6 +311,10 @@ class Sweep:
                 row["overhead_ratio"] = base["throughput_rps"] / row["throughput_rps"]
             fill = fills.get((brokers, size, ratio))
             row["abort_overhead"] = fill["abort_overhead"] if fill else None
+
+
+def _label(cell: dict) -> str:
+    return f"{cell['sink']} {cell['records_per_transaction']}/txn abort {cell['abort_ratio']} {cell['brokers']}b"
 
 
 def run_sweep(workload: Workload, workload_name: str, results_dir: Path, bootstrap: str | None = None,

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
 
 from eosbench import results
+from eosbench.cli import EXIT_INTERRUPTED
 from tests.integration.kafka_reads import read_all, sequence_numbers
 from tests.unit.test_cli_errors import run_eosbench
 
@@ -77,3 +82,43 @@ def test_smoke_sweep_writes_rows_plots_and_a_summary(bootstrap, spark, tmp_path)
     again = run_eosbench("report", "--results-dir", str(tmp_path), "--run-id", run_id, timeout=200)
     assert again.returncode == 0, again.stderr[-1000:]
     assert (plots / "summary.md").read_text() == summary
+
+
+INTERRUPTED_SWEEP_PORT = 29500
+PLAIN_ONLY_WORKLOAD = """
+name: interrupted
+records: 2000
+partitions: 2
+warmup_units: 2
+plain_max_units: 40
+fill_records_per_transaction: 40
+anchors: false
+producer_config: {retry.backoff.ms: 5}
+grid: {brokers: [1], record_size: [100], abort_ratio: [0.0], records_per_transaction: [10, 50],
+       sink: [plain-base, plain-tx]}
+"""
+
+
+def test_sigterm_stops_the_sweeps_broker_and_keeps_the_cells_it_finished(spark, tmp_path):
+    workload = tmp_path / "interrupted.yaml"
+    workload.write_text(PLAIN_ONLY_WORKLOAD)
+    sweep = subprocess.Popen([sys.executable, "-m", "eosbench.cli", "bench", "sweep", "--workload", str(workload),
+                              "--port", str(INTERRUPTED_SWEEP_PORT), "--results-dir", str(tmp_path)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    progress = []
+    for line in sweep.stderr:  # the sweep's progress lines go to stderr, as the producer tools' do
+        progress.append(line)
+        if "records/s over" in line:
+            sweep.send_signal(signal.SIGTERM)
+            break
+    _, errors = sweep.communicate(timeout=180)
+    errors = "".join(progress) + errors
+    assert sweep.returncode == EXIT_INTERRUPTED, errors[-2000:]
+    assert "stopped early; " in errors and errors.strip().splitlines()[-1] == "eosbench: interrupted", errors[-2000:]
+    rows = results.read_rows(spark, tmp_path)
+    # The fill's row, and each cell that ended before the signal (the one it followed, perhaps one more).
+    assert [r["sink"] for r in rows if r["sink"] == "eosbench-produce"] == ["eosbench-produce"]
+    cells = [r for r in rows if r["records_per_transaction"] is not None]
+    assert 1 <= len(cells) <= 2 and all(r["throughput_rps"] > 0 for r in cells), cells
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", INTERRUPTED_SWEEP_PORT)) != 0, "the sweep left its broker running"

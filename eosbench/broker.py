@@ -24,7 +24,7 @@ from eosbench.environment import check_java, check_ports_free, port_accepts_conn
 from eosbench.errors import BadInput, EnvironmentProblem
 from eosbench.jars import resolve_bundle
 from eosbench.kafka_admin import wait_transactions_ready
-from eosbench.processes import proc_stat, send_signal, wait_gone
+from eosbench.processes import proc_stat, process_alive, send_signal, wait_gone
 
 STOP_GRACE_S = 30.0
 READY_TIMEOUT_S = 120.0
@@ -93,10 +93,7 @@ class LocalCluster:
             return None
         # The pid file also holds the process's start time, so a recycled pid never passes for
         # a broker. (/proc/<pid>/cmdline is no help: it reads empty while the JVM starts.)
-        stat = proc_stat(pid)
-        if stat is None or stat[0] == "Z" or stat[1] != start_ticks:
-            return None
-        return pid
+        return pid if process_alive(pid, start_ticks) else None
 
     def status(self) -> list[NodeStatus]:
         """Return the truth about every node: its process, and whether its port accepts clients."""

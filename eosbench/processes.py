@@ -31,10 +31,19 @@ def proc_stat(pid: int) -> tuple[str, str, int] | None:
     return fields[0], fields[19], int(fields[1])
 
 
-def process_alive(pid: int) -> bool:
-    """Tell whether a process exists and is not a zombie."""
+def process_alive(pid: int, start_ticks: str | None = None) -> bool:
+    """Tell whether a process still runs (and, given its start time, is the one that was launched)."""
     stat = proc_stat(pid)
-    return stat is not None and stat[0] != "Z"
+    if stat is None or (start_ticks is not None and stat[1] != start_ticks):
+        return False
+    if stat[0] != "Z":
+        return True
+    # A process reads as a zombie once its first thread has ended, while its other threads may
+    # still be exiting with its sockets open (a stopped broker's ports were then found busy).
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
 
 
 def send_signal(pid: int, sig: int) -> None:

@@ -22,7 +22,7 @@ import pyspark
 from conf.settings import SparkClusterSettings
 from eosbench.environment import check_java, check_ports_free, port_accepts_connections
 from eosbench.errors import EnvironmentProblem
-from eosbench.processes import command_line, descendants, proc_stat, send_signal, wait_gone
+from eosbench.processes import command_line, descendants, proc_stat, process_alive, send_signal, wait_gone
 
 READY_TIMEOUT_S = 90.0
 EXECUTOR_CLASS = "CoarseGrainedExecutorBackend"
@@ -70,8 +70,7 @@ class StandaloneCluster:
             pid_text, start_ticks = self._pid_file(name).read_text().split()
         except (OSError, ValueError):
             return None
-        stat = proc_stat(int(pid_text))
-        return int(pid_text) if stat is not None and stat[0] != "Z" and stat[1] == start_ticks else None
+        return int(pid_text) if process_alive(int(pid_text), start_ticks) else None
 
     def _daemons(self) -> list[tuple[str, int, list[str]]]:
         s = self.settings

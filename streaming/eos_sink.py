@@ -23,6 +23,7 @@ with T = <app-id>.batch and every partition's offsets in one transaction.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -40,6 +41,14 @@ from streaming.stats import PHASES, STATS_SCHEMA, BatchStats, latency_histogram,
 
 SRC_HEADER = "eos.src"
 IN_TS_HEADER = "eos.in_ts"
+
+# A retried attempt is one line on the task's stderr, which is the executor's log (the driver's in
+# local mode), in Spark's own format; without it a slow batch after a fault looks clean.
+SINK_LOG = logging.getLogger("eosbench.sink")
+if not SINK_LOG.handlers:
+    _stderr = logging.StreamHandler()
+    _stderr.setFormatter(logging.Formatter("%(asctime)s %(levelname)s eosbench sink: %(message)s", "%y/%m/%d %H:%M:%S"))
+    SINK_LOG.addHandler(_stderr)
 
 # Per Python worker: Spark reuses workers across tasks, so producers and consumers live on.
 _PRODUCERS: dict[str, object] = {}
@@ -239,6 +248,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
     latencies = np.empty(0)
     for attempt in range(plan.max_retries + 1):
         stats["retries"] = attempt
+        attempt_started, phase = time.perf_counter(), "init"
         try:
             producer = _producer(plan, txn_id, timings)                              # Step 1
             started = time.perf_counter()
@@ -250,6 +260,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
                 stats["records_skipped"] = stats["records_in"]
                 break
             to_commit = {tp: end for tp, end in offsets_to_commit.items() if end > committed[tp]}
+            phase = "produce"
             producer.begin_transaction()                                              # Step 4
             begun = time.perf_counter()
             if plan.pre_register:
@@ -269,12 +280,12 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
                 raise kafka.KafkaException(kafka.KafkaError(
                     kafka.KafkaError._TIMED_OUT, f"{undelivered} records undelivered after {FLUSH_TIMEOUT_S:g} s"))
             timings["produce"] += time.perf_counter() - started
-            started = time.perf_counter()
+            started, phase = time.perf_counter(), "send_offsets"
             _send_offsets(producer, txn_id, [kafka.TopicPartition(t, p, end) for (t, p), end in to_commit.items()],
                           plan.group_metadata)
             timings["send_offsets"] += time.perf_counter() - started
             _maybe_fault(plan, "fail-task-before-commit", next(iter(offsets_to_commit))[1])
-            started = time.perf_counter()
+            started, phase = time.perf_counter(), "commit"
             producer.commit_transaction(60)
             commit_ms = time.time() * 1000.0
             timings["commit"] += time.perf_counter() - started
@@ -283,6 +294,9 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             break
         except Exception as exc:                                                      # Step 5
             kind = _classify(exc)
+            SINK_LOG.warning("%s: attempt %d of %d failed in %s after %.1f s (%s): %s", txn_id, attempt + 1,
+                             plan.max_retries + 1, phase, time.perf_counter() - attempt_started,
+                             kind or "not Kafka's, failing the task", exc)
             if kind is None:
                 _drop_producer(txn_id)  # never leave a worker with a producer inside a transaction
                 raise

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -19,6 +21,32 @@ class BlockedProducer:
     def send_offsets_to_transaction(self, offsets, group_metadata, timeout):
         """Block past any timeout."""
         self.release.wait()
+
+
+class TransactionalProducer:
+    """Just enough of a transactional producer for run_transaction over an empty slice."""
+
+    def __init__(self, send_offsets_error: Exception | None = None):
+        self.send_offsets_error, self.committed = send_offsets_error, 0
+
+    def begin_transaction(self):
+        """Nothing to do without a broker."""
+
+    def flush(self, timeout=None):
+        """Nothing is queued."""
+        return 0
+
+    def purge(self):
+        """Nothing is queued."""
+
+    def send_offsets_to_transaction(self, offsets, group_metadata, timeout):
+        """Fail once if told to."""
+        if self.send_offsets_error:
+            raise self.send_offsets_error
+
+    def commit_transaction(self, timeout):
+        """Count the commit."""
+        self.committed += 1
 
 
 class AnsweringProducer:
@@ -66,3 +94,23 @@ def test_an_answered_call_passes_its_arguments_and_its_error_through():
     with pytest.raises(KafkaException) as raised:
         eos_sink._send_offsets(AnsweringProducer(fenced), "app.in.1", ["offsets"], "group")
     assert raised.value is fenced
+
+
+def test_a_retried_attempt_says_which_phase_failed_and_the_next_producer_commits(monkeypatch, caplog):
+    timed_out = KafkaException(KafkaError(KafkaError._TIMED_OUT, "send_offsets_to_transaction still blocked"))
+    producers = [TransactionalProducer(timed_out), TransactionalProducer()]
+
+    def next_producer(plan, txn_id, timings):
+        eos_sink._PRODUCERS.setdefault(txn_id, producers.pop(0))
+        return eos_sink._PRODUCERS[txn_id]
+    monkeypatch.setattr(eos_sink, "_producer", next_producer)
+    monkeypatch.setattr(eos_sink, "_committed_offset", lambda plan, topic, partition: -1)
+    plan = SimpleNamespace(max_retries=2, pre_register=False, group_metadata="group", fault=None, batch_id=7,
+                           app_id="app", output_topic="out")
+    with caplog.at_level(logging.WARNING, logger="eosbench.sink"):
+        stats = eos_sink.run_transaction(plan, "app.in.0", [], {("in", 0): 10})
+    assert stats["outcome"] == "committed" and stats["retries"] == 1 and producers == []
+    assert eos_sink._PRODUCERS["app.in.0"].committed == 1
+    [line] = [record.getMessage() for record in caplog.records]
+    assert line.startswith("app.in.0: attempt 1 of 3 failed in send_offsets after ")
+    assert line.endswith("s (indefinite): KafkaError{code=_TIMED_OUT,val=-185,str=\"send_offsets_to_transaction still blocked\"}")

@@ -131,8 +131,10 @@ def _classify(exc: Exception) -> str | None:
     kafka = _kafka()
     if isinstance(exc, kafka.KafkaException):
         error = exc.args[0]
-        if error.fatal() or error.code() in (kafka.KafkaError._FENCED, kafka.KafkaError.PRODUCER_FENCED,
-                                             kafka.KafkaError.INVALID_PRODUCER_EPOCH):
+        # A fatal producer's produce() raises _FATAL without the fatal flag: in partition scope that
+        # is a cached producer fenced by the same partition's producer on another Python worker.
+        if error.fatal() or error.code() in (kafka.KafkaError._FATAL, kafka.KafkaError._FENCED,
+                                             kafka.KafkaError.PRODUCER_FENCED, kafka.KafkaError.INVALID_PRODUCER_EPOCH):
             return "fenced"
         return "abortable" if error.txn_requires_abort() else "indefinite"
     try:  # the pre-registering producer is kafka-python's

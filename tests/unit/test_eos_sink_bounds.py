@@ -114,3 +114,9 @@ def test_a_retried_attempt_says_which_phase_failed_and_the_next_producer_commits
     [line] = [record.getMessage() for record in caplog.records]
     assert line.startswith("app.in.0: attempt 1 of 3 failed in send_offsets after ")
     assert line.endswith("s (indefinite): KafkaError{code=_TIMED_OUT,val=-185,str=\"send_offsets_to_transaction still blocked\"}")
+
+
+def test_a_fatal_producers_produce_error_counts_as_fenced():
+    # What produce() raised in the sweep once another worker's producer had fenced the cached one.
+    fatal = KafkaException(KafkaError(KafkaError._FATAL, "Unable to produce message: Local: Fatal error"))
+    assert not fatal.args[0].fatal() and eos_sink._classify(fatal) == "fenced"

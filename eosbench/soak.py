@@ -88,6 +88,15 @@ class SoakOptions:
             raise BadInput("--faults kill-worker needs a standalone master (--master spark://…, see `eosbench cluster start`)")
         if self.duration_s <= 0:
             raise BadInput("--duration must be positive")
+        cluster_ports = {port: f"{role} of node {node.node_id}"
+                         for node in ClusterSettings(brokers=self.brokers, port=self.port).nodes()
+                         for role, port in (("client port", node.client), ("controller port", node.controller),
+                                            ("JMX exporter", node.jmx_exporter))}
+        for metrics_port in range(self.metrics_port, self.metrics_port + 3):
+            if metrics_port in cluster_ports:
+                raise BadInput(f"--metrics-port {self.metrics_port}: the soak serves /metrics on {self.metrics_port}-"
+                               f"{self.metrics_port + 2}, and {metrics_port} is the cluster's"
+                               f" {cluster_ports[metrics_port]} (--port {self.port})")
 
 
 @dataclass
@@ -518,17 +527,18 @@ class Soak:
                   f" master {o.master}; report in {self.output_dir}")
         started_cluster = not self.cluster.running_nodes()  # a cluster the soak starts, it stops
         self.cluster.start()
-        if self.spark_cluster:
-            self.spark_cluster.start()
-        replication = min(3, o.brokers)
-        for topic, partitions in ((self.input_topic, o.partitions), (self.output_topic, o.partitions),
-                                  (f"{self.output_topic}.dlq", 1)):
-            create_topic(self.bootstrap, topic, partitions, replication)
-        self.metrics.serve(o.metrics_port + 2)
-        sampler = self.sampler = ProgressSampler(self.bootstrap, self.app_id, self.input_topic, o.partitions,
-                                                       self.started)
-        self.metrics.follow(sampler)
+        sampler = None
         try:
+            if self.spark_cluster:
+                self.spark_cluster.start()
+            replication = min(3, o.brokers)
+            for topic, partitions in ((self.input_topic, o.partitions), (self.output_topic, o.partitions),
+                                      (f"{self.output_topic}.dlq", 1)):
+                create_topic(self.bootstrap, topic, partitions, replication)
+            self.metrics.serve(o.metrics_port + 2)
+            sampler = self.sampler = ProgressSampler(self.bootstrap, self.app_id, self.input_topic, o.partitions,
+                                                     self.started)
+            self.metrics.follow(sampler)
             self._keep_alive()
             if not self._wait_for(lambda: sampler.processed() >= o.gate_records, 300, "the first records"):
                 raise EnvironmentProblem(f"the pipeline never started; see {self.output_dir / 'logs'}")
@@ -555,8 +565,9 @@ class Soak:
         finally:
             self.producer.kill(signal.SIGKILL)
             self.stream.kill(signal.SIGKILL)
-            sampler.stop()
-            self.report.timeline = sampler.snapshot()
+            if sampler is not None:
+                sampler.stop()
+                self.report.timeline = sampler.snapshot()
             self.report.seconds = round(self._elapsed(), 1)
             write_report(self.report, self.output_dir)
             if started_cluster:

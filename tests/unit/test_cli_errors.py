@@ -103,6 +103,8 @@ def test_broker_unreachable(command):
         (["soak", "--duration", "1m", "--faults", "kill-driver,unplug"], "--faults: unknown fault 'unplug'"),
         (["soak", "--duration", "1m", "--faults", "kill-worker"], "kill-worker needs a standalone master"),
         (["soak", "--duration", "1m", "--max-faults", "0"], "--max-faults: must be at least 1"),
+        (["soak", "--duration", "1m", "--brokers", "3", "--port", "9800", "--metrics-port", "9900"],
+         "--metrics-port 9900: the soak serves /metrics on 9900-9902, and 9900 is the cluster's controller port of node 1"),
         (["bench", "sweep", "--workload", "no/such/workload.yaml"], "cannot read workload no/such/workload.yaml"),
         (["bench", "streaming", "--poll-timeout", "0"], "must be at least 1"),
         (["report", "--results-dir", "no/such/results"], "no results table in no/such/results"),

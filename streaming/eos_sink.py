@@ -295,10 +295,12 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             latencies = commit_ms - np.asarray(kept, dtype=np.float64)
             break
         except Exception as exc:                                                      # Step 5
-            kind = _classify(exc)
-            SINK_LOG.warning("%s: attempt %d of %d failed in %s after %.1f s (%s): %s", txn_id, attempt + 1,
-                             plan.max_retries + 1, phase, time.perf_counter() - attempt_started,
-                             kind or "not Kafka's, failing the task", exc)
+            kind, failed_after = _classify(exc), time.perf_counter() - attempt_started
+            # Spark runs a partition's task on whichever Python worker is free, so a cached producer
+            # is routinely found fenced by its successor on another worker at once: that is not news.
+            SINK_LOG.log(logging.INFO if kind == "fenced" and failed_after < 1.0 else logging.WARNING,
+                         "%s: attempt %d of %d failed in %s after %.1f s (%s): %s", txn_id, attempt + 1,
+                         plan.max_retries + 1, phase, failed_after, kind or "not Kafka's, failing the task", exc)
             if kind is None:
                 _drop_producer(txn_id)  # never leave a worker with a producer inside a transaction
                 raise

@@ -96,10 +96,8 @@ def test_an_answered_call_passes_its_arguments_and_its_error_through():
     assert raised.value is fenced
 
 
-def test_a_retried_attempt_says_which_phase_failed_and_the_next_producer_commits(monkeypatch, caplog):
-    timed_out = KafkaException(KafkaError(KafkaError._TIMED_OUT, "send_offsets_to_transaction still blocked"))
-    producers = [TransactionalProducer(timed_out), TransactionalProducer()]
-
+def run_one_transaction(monkeypatch, producers: list[TransactionalProducer]) -> dict:
+    """run_transaction for app.in.0 over an empty slice, each new producer taken from `producers`."""
     def next_producer(plan, txn_id, timings):
         eos_sink._PRODUCERS.setdefault(txn_id, producers.pop(0))
         return eos_sink._PRODUCERS[txn_id]
@@ -107,13 +105,29 @@ def test_a_retried_attempt_says_which_phase_failed_and_the_next_producer_commits
     monkeypatch.setattr(eos_sink, "_committed_offset", lambda plan, topic, partition: -1)
     plan = SimpleNamespace(max_retries=2, pre_register=False, group_metadata="group", fault=None, batch_id=7,
                            app_id="app", output_topic="out")
+    return eos_sink.run_transaction(plan, "app.in.0", [], {("in", 0): 10})
+
+
+def test_a_retried_attempt_says_which_phase_failed_and_the_next_producer_commits(monkeypatch, caplog):
+    timed_out = KafkaException(KafkaError(KafkaError._TIMED_OUT, "send_offsets_to_transaction still blocked"))
+    producers = [TransactionalProducer(timed_out), TransactionalProducer()]
     with caplog.at_level(logging.WARNING, logger="eosbench.sink"):
-        stats = eos_sink.run_transaction(plan, "app.in.0", [], {("in", 0): 10})
+        stats = run_one_transaction(monkeypatch, producers)
     assert stats["outcome"] == "committed" and stats["retries"] == 1 and producers == []
     assert eos_sink._PRODUCERS["app.in.0"].committed == 1
     [line] = [record.getMessage() for record in caplog.records]
     assert line.startswith("app.in.0: attempt 1 of 3 failed in send_offsets after ")
     assert line.endswith("s (indefinite): KafkaError{code=_TIMED_OUT,val=-185,str=\"send_offsets_to_transaction still blocked\"}")
+
+
+def test_a_cached_producer_found_fenced_at_once_is_logged_below_warning(monkeypatch, caplog):
+    fenced = KafkaException(KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True))
+    producers = [TransactionalProducer(fenced), TransactionalProducer()]
+    with caplog.at_level(logging.INFO, logger="eosbench.sink"):
+        stats = run_one_transaction(monkeypatch, producers)
+    assert stats["outcome"] == "committed" and stats["fenced"] == 1
+    assert [(record.levelno, record.getMessage().split(" after ")[0]) for record in caplog.records] == [
+        (logging.INFO, "app.in.0: attempt 1 of 3 failed in send_offsets")]
 
 
 def test_a_fatal_producers_produce_error_counts_as_fenced():

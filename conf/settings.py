@@ -120,6 +120,10 @@ class NodePorts(BaseModel):
     controller: int
     jmx_exporter: int
 
+    def by_role(self) -> dict[str, int]:
+        """Every port this node listens on, by what it serves."""
+        return {"client port": self.client, "controller port": self.controller, "JMX exporter": self.jmx_exporter}
+
 
 class ClusterSettings(BaseModel):
     """Shape of the local KRaft cluster that `eosbench broker start` runs."""

@@ -35,6 +35,10 @@ def variable(name: str, query: str) -> dict:
             "current": {"selected": True, "text": "All", "value": "$__all"}}
 
 
+APP_ID_VARIABLE = variable("app_id", "label_values(eosbench_stream_input_records_total, app_id)")
+RUN_ID_VARIABLE = variable("run_id", "label_values(eosbench_producer_records_total, run_id)")
+
+
 def dashboard(uid: str, title: str, panels: list[dict], variables: list[dict],
               annotations: list[dict] | None = None) -> dict:
     """A dashboard with a datasource variable and panels laid out two per row."""
@@ -87,8 +91,7 @@ def overview() -> dict:
             ("{{phase}}", f"sum by (phase) (rate(eosbench_sink_transaction_phase_seconds_sum{{{APP}}}[1m]))"
                           f" / sum by (phase) (rate(eosbench_sink_transaction_phase_seconds_count{{{APP}}}[1m]))"),
         ], "s", stacked=True, description="init, register, produce, send_offsets and commit, stacked: the cost of one transaction."),
-    ], [variable("app_id", "label_values(eosbench_stream_input_records_total, app_id)"),
-        variable("run_id", "label_values(eosbench_producer_records_total, run_id)")])
+    ], [APP_ID_VARIABLE, RUN_ID_VARIABLE])
 
 
 def producer() -> dict:
@@ -112,7 +115,7 @@ def producer() -> dict:
             ("configured {{run_id}}", f"eosbench_producer_configured_abort_ratio{{{RUN}}}"),
             ("overhead {{run_id}}", f"eosbench_abort_overhead_ratio{{{RUN}}}"),
         ], "percentunit"),
-    ], [variable("run_id", "label_values(eosbench_producer_records_total, run_id)")])
+    ], [RUN_ID_VARIABLE])
 
 
 def broker() -> dict:
@@ -167,8 +170,7 @@ def soak() -> dict:
             ("{{process}}", f"sum by (process) (eosbench_soak_restarts_total{{{soak_run}}})"),
         ], "short", description="A producer or stream that died without a fault and was restarted (with --resume or from its checkpoint)."),
     ], [variable("soak_run", "label_values(eosbench_soak_faults_total, run_id)"),
-        variable("app_id", "label_values(eosbench_stream_input_records_total, app_id)"),
-        variable("run_id", "label_values(eosbench_producer_records_total, run_id)")], [fault_markers])
+        APP_ID_VARIABLE, RUN_ID_VARIABLE], [fault_markers])
 
 
 DASHBOARDS = {"overview.json": overview, "producer.json": producer, "broker.json": broker, "soak.json": soak}

@@ -151,7 +151,7 @@ class LocalCluster:
         if to_start:
             java = check_java()
             check_ports_free(
-                [port for node in to_start for port in (node.client, node.controller, node.jmx_exporter)],
+                [port for node in to_start for port in node.by_role().values()],
                 "the broker",
             )
             kafka_classpath = str(resolve_bundle("kafka")[0].parent / "*")

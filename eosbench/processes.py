@@ -34,9 +34,11 @@ def proc_stat(pid: int) -> tuple[str, str, int] | None:
 def process_alive(pid: int, start_ticks: str | None = None) -> bool:
     """Tell whether a process still runs (and, given its start time, is the one that was launched)."""
     stat = proc_stat(pid)
-    if stat is None or (start_ticks is not None and stat[1] != start_ticks):
-        return False
-    if stat[0] != "Z":
+    return stat is not None and (start_ticks is None or stat[1] == start_ticks) and _running(pid, stat[0])
+
+
+def _running(pid: int, state: str) -> bool:
+    if state != "Z":
         return True
     # A process reads as a zombie once its first thread has ended, while its other threads may
     # still be exiting with its sockets open (a stopped broker's ports were then found busy).
@@ -67,7 +69,7 @@ def descendants(pid: int) -> list[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             stat = proc_stat(int(entry.name))
-            if stat is not None and stat[0] != "Z":
+            if stat is not None and _running(int(entry.name), stat[0]):
                 children.setdefault(stat[2], []).append(int(entry.name))
     found, frontier = [], [pid]
     while frontier:

@@ -90,8 +90,7 @@ class SoakOptions:
             raise BadInput("--duration must be positive")
         cluster_ports = {port: f"{role} of node {node.node_id}"
                          for node in ClusterSettings(brokers=self.brokers, port=self.port).nodes()
-                         for role, port in (("client port", node.client), ("controller port", node.controller),
-                                            ("JMX exporter", node.jmx_exporter))}
+                         for role, port in node.by_role().items()}
         for metrics_port in range(self.metrics_port, self.metrics_port + 3):
             if metrics_port in cluster_ports:
                 raise BadInput(f"--metrics-port {self.metrics_port}: the soak serves /metrics on {self.metrics_port}-"
@@ -527,7 +526,6 @@ class Soak:
                   f" master {o.master}; report in {self.output_dir}")
         started_cluster = not self.cluster.running_nodes()  # a cluster the soak starts, it stops
         self.cluster.start()
-        sampler = None
         try:
             if self.spark_cluster:
                 self.spark_cluster.start()
@@ -565,9 +563,9 @@ class Soak:
         finally:
             self.producer.kill(signal.SIGKILL)
             self.stream.kill(signal.SIGKILL)
-            if sampler is not None:
-                sampler.stop()
-                self.report.timeline = sampler.snapshot()
+            if self.sampler is not None:
+                self.sampler.stop()
+                self.report.timeline = self.sampler.snapshot()
             self.report.seconds = round(self._elapsed(), 1)
             write_report(self.report, self.output_dir)
             if started_cluster:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections import Counter
@@ -15,6 +14,7 @@ import pytest
 
 from eosbench import results
 from eosbench.cli import EXIT_INTERRUPTED
+from eosbench.environment import port_accepts_connections
 from tests.integration.kafka_reads import read_all, sequence_numbers
 from tests.unit.test_cli_errors import run_eosbench
 
@@ -120,5 +120,4 @@ def test_sigterm_stops_the_sweeps_broker_and_keeps_the_cells_it_finished(spark, 
     assert [r["sink"] for r in rows if r["sink"] == "eosbench-produce"] == ["eosbench-produce"]
     cells = [r for r in rows if r["records_per_transaction"] is not None]
     assert 1 <= len(cells) <= 2 and all(r["throughput_rps"] > 0 for r in cells), cells
-    with socket.socket() as probe:
-        assert probe.connect_ex(("127.0.0.1", INTERRUPTED_SWEEP_PORT)) != 0, "the sweep left its broker running"
+    assert not port_accepts_connections(INTERRUPTED_SWEEP_PORT), "the sweep left its broker running"

@@ -69,8 +69,10 @@ def test_short_soak_survives_five_fault_kinds(tmp_path):
         "eosbench-soak": SOAK_METRICS_PORT + 2})
     prometheus.start()
     try:
-        report = run_soak(tmp_path, "--faults", ",".join(LOCAL_FAULTS), "--gate-records", "600", duration="200s",
-                          timeout=600)
+        # One round of each kind, counted, within the five minutes: it ends when the fifth
+        # round is done rather than running a fixed 200 s that a slow machine fits fewer rounds into.
+        report = run_soak(tmp_path, "--faults", ",".join(LOCAL_FAULTS), "--gate-records", "600",
+                          "--max-faults", str(len(LOCAL_FAULTS)), duration="5m", timeout=600)
         for board, title, expr in dashboard_queries("soak.json"):
             assert_plausible(highest_in_the_last_10_minutes(prometheus, expr), f"{board} / {title}: {expr}")
         injected = highest_in_the_last_10_minutes(
@@ -85,7 +87,7 @@ def test_short_soak_survives_five_fault_kinds(tmp_path):
         prometheus.stop()
     assert_clean(report, tmp_path)
     kinds = {fault["kind"] for fault in report["faults"]}
-    assert len(report["faults"]) >= 5 and len(kinds) >= 5, [f["kind"] for f in report["faults"]]
+    assert len(report["faults"]) == len(kinds) == len(LOCAL_FAULTS), [f["kind"] for f in report["faults"]]
     recovered = {kind: entry["recovery_median_s"] for kind, entry in report["by_kind"].items()}
     assert all(seconds is not None and seconds > 0 for seconds in recovered.values()), recovered
     markdown = (tmp_path / "report" / "report.md").read_text()
@@ -111,11 +113,13 @@ def test_stream_on_spark_standalone_survives_worker_and_executor_kills(tmp_path)
     cluster.start()
     try:
         report = run_soak(tmp_path, "--master", cluster.settings.master_url, "--spark-state-dir", str(spark_state),
-                          "--faults", "kill-worker,kill-executor", "--gate-records", "600", duration="90s",
-                          timeout=600)
+                          "--faults", "kill-worker,kill-executor", "--gate-records", "600", "--max-faults", "2",
+                          duration="8m", timeout=720)
         assert cluster.master_state()["completedapps"] or cluster.master_state()["activeapps"]
     finally:
         cluster.stop()
     assert_clean(report, tmp_path)
-    details = " | ".join(fault["detail"] for fault in report["faults"])
-    assert "SIGKILL Spark worker" in details and "SIGKILL executor JVM" in details, details
+    # Each cycle of rounds shuffles every kind once, so two rounds are one of each.
+    details = sorted(fault["detail"] for fault in report["faults"])
+    assert len(details) == 2, details
+    assert details[0].startswith("SIGKILL Spark worker-") and details[1].startswith("SIGKILL executor JVM pid"), details

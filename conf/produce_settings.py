@@ -2,7 +2,8 @@
 
 Validation mirrors Java's ProducerPerformance.ConfigPostProcessor (bad combinations never reach
 the run), KIP-1260's rules for `--transaction-abort-ratio`, and KIP-91's rule that
-`delivery.timeout.ms >= linger.ms + request.timeout.ms`.
+`delivery.timeout.ms >= linger.ms + request.timeout.ms`. The client's defaults follow Java's
+where they differ in kind: idempotence is on unless set or ruled out (KIP-679).
 """
 
 from __future__ import annotations
@@ -40,6 +41,29 @@ def to_librdkafka_config(java_props: dict[str, str]) -> dict[str, str]:
         else:
             config[key] = value
     return config
+
+
+# KIP-679 with KAFKA-13673: Java's producer is idempotent unless told otherwise, and quietly
+# not when acks, retries or in-flight requests rule it out; librdkafka's default is the opposite.
+_IDEMPOTENCE_CONFLICTS = (
+    (("acks", "request.required.acks"), lambda value: value.lower() not in ("all", "-1")),
+    (("retries", "message.send.max.retries"), lambda value: int(value) == 0),
+    (("max.in.flight.requests.per.connection", "max.in.flight"), lambda value: int(value) > 5),
+)
+
+
+def with_java_idempotence_default(config: dict[str, str]) -> dict[str, str]:
+    """Turn idempotence on as Java's producer does by default, unless it is set or conflicts."""
+    if "enable.idempotence" in config:
+        return config
+    for names, conflicts in _IDEMPOTENCE_CONFLICTS:
+        for name in names:
+            try:
+                if name in config and conflicts(config[name]):
+                    return config
+            except ValueError as exc:
+                raise SettingsError(f"{name} must be a whole number, got {config[name]!r}") from exc
+    return {**config, "enable.idempotence": "true"}
 
 
 def check_delivery_timeout(client_config: dict[str, str]) -> None:
@@ -174,7 +198,8 @@ class ProduceSettings(BaseModel):
 
     def client_config(self) -> dict[str, str]:
         """The librdkafka producer configuration this run uses."""
-        config = {"client.id": "perf-producer-client", **to_librdkafka_config(self._java_props())}
+        config = with_java_idempotence_default({"client.id": "perf-producer-client",
+                                                **to_librdkafka_config(self._java_props())})
         config["bootstrap.servers"] = self.bootstrap
         if self.transactions_enabled:
             config["transactional.id"] = (

@@ -84,6 +84,25 @@ def test_transactions_default_to_java_duration_and_a_perf_producer_id():
     assert one_run.client_config()["transactional.id"] == generated, "one run keeps one generated id"
 
 
+@pytest.mark.parametrize(("props", "idempotent"), [
+    ((), "true"),  # Java's default since Kafka 3.0, which librdkafka does not share
+    (("acks=-1", "max.in.flight.requests.per.connection=5"), "true"),
+    (("enable.idempotence=false",), "false"),
+    (("acks=1",), None),  # conflicting settings turn Java's default off rather than failing (KAFKA-13673)
+    (("request.required.acks=0",), None),
+    (("retries=0",), None),
+    (("max.in.flight=6",), None),
+])
+def test_idempotence_defaults_on_as_in_java_unless_set_or_ruled_out(props, idempotent):
+    assert settings(transactional_id=None, transaction_duration_ms=None,
+                    producer_props=props).client_config().get("enable.idempotence") == idempotent
+
+
+def test_a_non_numeric_retries_is_one_line_of_bad_input():
+    with pytest.raises(ValueError, match="retries must be a whole number, got 'many'"):
+        settings(producer_props=("retries=many",))
+
+
 def test_java_property_names_are_translated_for_librdkafka():
     assert to_librdkafka_config({"buffer.memory": "33554432", "key.serializer": "x", "acks": "all"}) == {
         "queue.buffering.max.kbytes": "32768", "acks": "all"}

@@ -16,7 +16,9 @@ sink group's offsets are read first, then the input's last stable offsets, then 
 committed input below the group's offsets must have been delivered exactly once; records in
 flight (above them) are checked for duplicates and aborted reads wherever their source is
 below the stable offsets read. Open transactions are normal then, so the hanging check is
-`wait_until_stable` instead.
+`wait_until_stable` instead. A soak verifies again and again, so its live verifies read through
+an `IncrementalIndexes`, which fetches only the records after those it already holds; a soak
+of days would otherwise re-read every topic after every fault.
 """
 
 from __future__ import annotations
@@ -45,6 +47,19 @@ class TopicIndex:
     src_offset: np.ndarray
     end_offsets: dict[int, int]
 
+    @classmethod
+    def concatenated(cls, earlier: TopicIndex, later: TopicIndex) -> TopicIndex:
+        """One index of the records of two reads, with the later read's end offsets."""
+        return cls(*(np.concatenate((getattr(earlier, name), getattr(later, name)))
+                     for name in ("seq", "partition", "offset", "src_partition", "src_offset")),
+                   later.end_offsets)
+
+    def next_offsets(self) -> dict[int, int]:
+        """Per partition, the offset after the last record held."""
+        ends = np.full(int(self.partition.max(initial=-1)) + 1, -1, dtype=np.int64)
+        np.maximum.at(ends, self.partition, self.offset)
+        return {partition: int(last) + 1 for partition, last in enumerate(ends) if last >= 0}
+
     def below(self, offsets: dict[int, int]) -> TopicIndex:
         """Keep only the records under a per-partition offset bound."""
         keep = self.offset < _bounds(self.partition, offsets)
@@ -60,8 +75,10 @@ def _consumer(bootstrap: str, isolation: str) -> Consumer:
                     logger=CLIENT_LOG)
 
 
-def read_index(bootstrap: str, topic: str, isolation: str, with_src: bool, timeout_s: float = 60.0) -> TopicIndex:
-    """Read a whole topic to its end at one isolation level, keeping only integers."""
+def read_index(bootstrap: str, topic: str, isolation: str, with_src: bool, timeout_s: float = 60.0,
+               start_offsets: dict[int, int] | None = None) -> TopicIndex:
+    """Read a topic to its end at one isolation level (from start_offsets, else the start), keeping integers."""
+    start = start_offsets or {}
     consumer = _consumer(bootstrap, isolation)
     seqs, partitions, offsets, src_partitions, src_offsets = [], [], [], [], []
     try:
@@ -71,8 +88,8 @@ def read_index(bootstrap: str, topic: str, isolation: str, with_src: bool, timeo
         ends = {}
         for p in metadata.partitions:
             ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1]
-        live = [p for p, end in ends.items() if end > 0]
-        consumer.assign([TopicPartition(topic, p, 0) for p in live])
+        live = [p for p, end in ends.items() if end > start.get(p, 0)]
+        consumer.assign([TopicPartition(topic, p, start.get(p, 0)) for p in live])
         at_end: set[int] = set()
         idle_since = time.monotonic()
         while len(at_end) < len(live):
@@ -104,6 +121,30 @@ def read_index(bootstrap: str, topic: str, isolation: str, with_src: bool, timeo
     as_array = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
     return TopicIndex(as_array(seqs), as_array(partitions), as_array(offsets), as_array(src_partitions),
                       as_array(src_offsets), ends)
+
+
+class IncrementalIndexes:
+    """Topic indexes kept between reads: each read fetches only the records after those held.
+
+    Records below a topic's end never change once read (a read_committed read stops at the last
+    stable offset, so a transaction still open is read once it has ended), so appending the new
+    ones gives what a whole read would.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[str, str, str, bool], TopicIndex] = {}
+
+    def read(self, bootstrap: str, topic: str, isolation: str, with_src: bool) -> TopicIndex:
+        """The whole topic's index, as `read_index` returns it, reading only what is new."""
+        key = (bootstrap, topic, isolation, with_src)
+        held = self._held.get(key)
+        if held is None:
+            index = read_index(bootstrap, topic, isolation, with_src)
+        else:
+            index = TopicIndex.concatenated(
+                held, read_index(bootstrap, topic, isolation, with_src, start_offsets=held.next_offsets()))
+        self._held[key] = index
+        return index
 
 
 def stable_and_end_offsets(bootstrap: str, topic: str, timeout_s: float = 30.0) -> dict[int, tuple[int, int]]:
@@ -181,8 +222,12 @@ def _order_violations(output: TopicIndex) -> int:
 
 
 def verify(bootstrap: str, input_topic: str, output_topic: str, app_id: str | None = None,
-           dead_letter_topic: str | None = None, topic_exists=None, live: bool = False) -> VerifyReport:
+           dead_letter_topic: str | None = None, topic_exists=None, live: bool = False,
+           indexes: IncrementalIndexes | None = None) -> VerifyReport:
     """Run every check and return the report (live: judge the stable prefix of a running pipeline)."""
+    if indexes is not None and not live:
+        raise ValueError("only a live verify reads incrementally; the final verify reads every topic whole")
+    read = indexes.read if indexes is not None else read_index
     report = VerifyReport(input_topic, output_topic)
     cutoff = stable = None
     if live:
@@ -191,15 +236,15 @@ def verify(bootstrap: str, input_topic: str, output_topic: str, app_id: str | No
         input_partitions = sorted(stable_and_end_offsets(bootstrap, input_topic))
         cutoff = {p: max(0, o) for p, o in group_offsets(bootstrap, app_id, input_topic, input_partitions).items()}
         stable = {p: lso for p, (lso, _) in stable_and_end_offsets(bootstrap, input_topic).items()}
-    committed_in = read_index(bootstrap, input_topic, "read_committed", with_src=False)
+    committed_in = read(bootstrap, input_topic, "read_committed", with_src=False)
     all_in = None if live else read_index(bootstrap, input_topic, "read_uncommitted", with_src=False)
     if stable is not None:
         committed_in = committed_in.below(stable)
-    out = read_index(bootstrap, output_topic, "read_committed", with_src=True)
+    out = read(bootstrap, output_topic, "read_committed", with_src=True)
     out_all = None if live else read_index(bootstrap, output_topic, "read_uncommitted", with_src=True)
     dead = None
     if dead_letter_topic and (topic_exists is None or topic_exists(dead_letter_topic)):
-        dead = read_index(bootstrap, dead_letter_topic, "read_committed", with_src=True)
+        dead = read(bootstrap, dead_letter_topic, "read_committed", with_src=True)
 
     report.input_committed = int(committed_in.seq.size)
     report.input_aborted = int(all_in.seq.size - committed_in.seq.size) if all_in is not None else 0

@@ -82,3 +82,45 @@ def test_offsets_sent_with_memberless_group_metadata_commit_only_with_the_transa
     assert committed_offset() == 100
     assert Counter(sequence_numbers(read_all(bootstrap, sink))) == Counter(range(100))
     memberless.close()
+
+
+def _as_rows(index) -> list[tuple[int, int, int]]:
+    return sorted(zip(index.partition.tolist(), index.offset.tolist(), index.seq.tolist()))
+
+
+def test_incremental_indexes_read_what_a_whole_read_reads_across_open_aborted_and_late_commits(bootstrap, new_topic):
+    from streaming.verify import IncrementalIndexes, read_index
+
+    topic = new_topic(partitions=2)
+    first, second = (transactional_producer(bootstrap, f"{topic}.tx{n}") for n in (1, 2))
+    indexes = IncrementalIndexes()
+
+    def read_both_ways(expected_seqs: range | list[int]) -> None:
+        held = indexes.read(bootstrap, topic, "read_committed", with_src=False)
+        whole = read_index(bootstrap, topic, "read_committed", with_src=False)
+        assert _as_rows(held) == _as_rows(whole)
+        assert Counter(held.seq.tolist()) == Counter(expected_seqs)
+
+    first.begin_transaction()
+    produce_range(first, topic, range(0, 40))
+    first.commit_transaction(30)
+    read_both_ways(range(0, 40))
+    # An open transaction holds the last stable offset back: the committed one after it waits too.
+    first.begin_transaction()
+    produce_range(first, topic, range(40, 60))
+    first.flush(30)
+    second.begin_transaction()
+    produce_range(second, topic, range(60, 80))
+    second.commit_transaction(30)
+    read_both_ways(range(0, 40))
+    first.commit_transaction(30)
+    read_both_ways(range(0, 80))
+    first.begin_transaction()
+    produce_range(first, topic, range(80, 100))
+    first.flush(30)
+    first.abort_transaction(30)
+    second.begin_transaction()
+    produce_range(second, topic, range(100, 110))
+    second.commit_transaction(30)
+    read_both_ways([*range(0, 80), *range(100, 110)])
+    read_both_ways([*range(0, 80), *range(100, 110)])  # nothing new: nothing added

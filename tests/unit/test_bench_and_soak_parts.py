@@ -13,7 +13,8 @@ from conf.workload_settings import load_workload
 from eosbench import results
 from eosbench.report import knee
 from eosbench.soak import FaultRecord, SoakReport, _java_string_hash, report_markdown, write_report
-from streaming.verify import TopicIndex, _bounds
+from streaming import verify
+from streaming.verify import IncrementalIndexes, TopicIndex, _bounds
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "conf" / "workloads"
 
@@ -77,6 +78,31 @@ def test_live_bounds_keep_only_records_below_each_partitions_offset():
     below = index.below({0: 5, 1: 8})
     assert below.seq.tolist() == [10, 12, 13]
     assert _bounds(np.array([2, 0]), {0: 4}).tolist() == [0, 4]
+
+
+def _index(seq, partition, offset, ends) -> TopicIndex:
+    as_array = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
+    return TopicIndex(as_array(seq), as_array(partition), as_array(offset), as_array([]), as_array([]), ends)
+
+
+def test_incremental_indexes_read_from_after_the_last_record_held_and_append(monkeypatch):
+    reads = iter([_index([1, 2, 3], [0, 1, 0], [0, 0, 4], {0: 6, 1: 2}),  # partition 0 ends on a commit marker
+                  _index([4, 5], [1, 2], [3, 0], {0: 6, 1: 5, 2: 2}),
+                  _index([], [], [], {0: 6, 1: 5, 2: 2})])
+    starts = []
+
+    def fake_read_index(bootstrap, topic, isolation, with_src, start_offsets=None):
+        starts.append(start_offsets)
+        return next(reads)
+    monkeypatch.setattr(verify, "read_index", fake_read_index)
+    indexes = IncrementalIndexes()
+    for _ in range(3):
+        held = indexes.read("b", "t", "read_committed", with_src=False)
+    assert starts == [None, {0: 5, 1: 1}, {0: 5, 1: 4, 2: 1}]
+    assert held.seq.tolist() == [1, 2, 3, 4, 5] and held.offset.tolist() == [0, 0, 4, 3, 0]
+    assert held.end_offsets == {0: 6, 1: 5, 2: 2}
+    with pytest.raises(ValueError, match="only a live verify reads incrementally"):
+        verify.verify("b", "in", "out", indexes=indexes)
 
 
 def _report() -> SoakReport:

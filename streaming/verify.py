@@ -108,9 +108,16 @@ def read_index(bootstrap: str, topic: str, isolation: str, with_src: bool, timeo
                         at_end.add(message.partition())
                         continue
                     raise RuntimeError(f"{topic}: {error.str()}")
+                # A topic still being written never shows its end to a reader that keeps receiving
+                # records, so a read ends at the end offsets it saw when it began.
+                partition, offset = message.partition(), message.offset()
+                if offset >= ends[partition] - 1:
+                    at_end.add(partition)
+                    if offset >= ends[partition]:
+                        continue
                 seqs.append(int(message.key()))
-                partitions.append(message.partition())
-                offsets.append(message.offset())
+                partitions.append(partition)
+                offsets.append(offset)
                 if with_src:
                     src = dict(message.headers() or []).get(_SRC_HEADER, b"::-1")
                     _, src_p, src_off = src.decode().rsplit(":", 2)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -124,3 +126,33 @@ def test_incremental_indexes_read_what_a_whole_read_reads_across_open_aborted_an
     second.commit_transaction(30)
     read_both_ways([*range(0, 80), *range(100, 110)])
     read_both_ways([*range(0, 80), *range(100, 110)])  # nothing new: nothing added
+
+
+def test_a_read_of_a_topic_still_being_written_ends_at_the_offsets_it_began_with(bootstrap, new_topic):
+    from streaming.verify import read_index
+
+    topic = new_topic(partitions=2)
+    writer = transactional_producer(bootstrap, f"{topic}.tx")
+    writing = threading.Event()
+    stop = threading.Event()
+
+    def write_until_stopped() -> None:
+        seq = 0
+        while not stop.is_set():
+            writer.begin_transaction()
+            produce_range(writer, topic, range(seq, seq + 50))
+            writer.commit_transaction(30)
+            seq += 50
+            writing.set()
+    thread = threading.Thread(target=write_until_stopped, daemon=True)
+    thread.start()
+    try:
+        assert writing.wait(30)
+        time.sleep(1)  # a backlog, so that the reader is still catching up while commits land
+        during = read_index(bootstrap, topic, "read_committed", with_src=False, timeout_s=30)
+    finally:
+        stop.set()
+        thread.join(60)
+    after = read_index(bootstrap, topic, "read_committed", with_src=False)
+    assert after.seq.size > during.seq.size > 0
+    assert _as_rows(during) == _as_rows(after.below(during.end_offsets))

@@ -10,6 +10,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -494,11 +495,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def interrupt_on_sigterm() -> None:
-    """Turn SIGTERM into Ctrl-C, so that a long command's clean-up runs before it exits."""
+STOP_REQUESTED = threading.Event()  # set once SIGTERM or Ctrl-C has asked a long command to stop
+
+
+def interrupt_on_stop_signals() -> None:
+    """Turn SIGTERM, like Ctrl-C, into KeyboardInterrupt, and remember it, so that clean-up runs first."""
     def interrupt(_signum, _frame):
+        STOP_REQUESTED.set()
         raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, interrupt)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, interrupt)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -517,7 +523,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from conf.workload_settings import load_workload
         from eosbench.sweep import run_sweep
 
-        interrupt_on_sigterm()  # a SIGTERM still stops the sweep's brokers and keeps its finished rows
+        interrupt_on_stop_signals()  # a SIGTERM still stops the sweep's brokers and keeps its finished rows
         run_sweep(load_workload(args.workload), args.workload.stem, args.results_dir, args.bootstrap, args.port)
     elif args.bench_command == "spark":
         from eosbench import bench_spark
@@ -587,7 +593,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
         delivery_timeout_ms=args.delivery_timeout_ms, metrics_port=args.metrics_port, output_dir=args.output_dir,
         max_faults=args.max_faults)
     soak = Soak(options)
-    interrupt_on_sigterm()  # a SIGTERM still stops the children and writes the report
+    interrupt_on_stop_signals()  # a SIGTERM still stops the children and writes the report
     report = soak.run()
     print(f"soak {report.run_id}: {len(report.faults)} faults, {sum(f.survived for f in report.faults)} survived,"
           f" {report.final.get('input_committed', 0):,} records verified, {len(report.violations)} violations;"
@@ -614,24 +620,34 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return HANDLERS[args.command](args)
-    except EosbenchError as exc:
-        print(f"eosbench: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except SettingsError as exc:
-        print(f"eosbench: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except ValidationError as exc:
-        print(f"eosbench: error: {_first_validation_error(exc)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("eosbench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except Exception as exc:  # a bug or an unforeseen failure: still one line, unless debugging
-        if os.environ.get("EOSBENCH_DEBUG"):
-            raise
-        print(f"eosbench: error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-              " (set EOSBENCH_DEBUG=1 for the traceback)", file=sys.stderr)
-        return EXIT_ENVIRONMENT
+    except Exception as exc:
+        if STOP_REQUESTED.is_set():
+            # A stop signal that lands inside a client library's C code comes out as that
+            # library's own error (confluent-kafka: a TypeError about property names).
+            print("eosbench: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        return _report_failure(exc)
+
+
+def _report_failure(exc: Exception) -> int:
+    """Print one line for a command that failed and return its exit status."""
+    if isinstance(exc, EosbenchError):
+        print(f"eosbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    if isinstance(exc, SettingsError):
+        print(f"eosbench: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if isinstance(exc, ValidationError):
+        print(f"eosbench: error: {_first_validation_error(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if os.environ.get("EOSBENCH_DEBUG"):  # a bug or an unforeseen failure: still one line, unless debugging
+        raise exc
+    print(f"eosbench: error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+          " (set EOSBENCH_DEBUG=1 for the traceback)", file=sys.stderr)
+    return EXIT_ENVIRONMENT
 
 
 def entry_point() -> None:

@@ -6,6 +6,7 @@ These run the real `eosbench` command in a subprocess, with no broker anywhere.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -126,3 +127,32 @@ def test_stop_is_idempotent_when_nothing_runs(tmp_path: Path):
         completed = run_eosbench("broker", "stop", "--state-dir", str(tmp_path))
         assert completed.returncode == 0
         assert completed.stdout.strip() == "no broker running"
+
+
+def test_a_stop_signal_that_surfaces_as_a_library_error_still_exits_as_interrupted(monkeypatch):
+    from eosbench import cli
+
+    def stopped_inside_a_client(_args):
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler raises KeyboardInterrupt here...
+        raise AssertionError("unreachable")
+
+    def converted_by_the_client(_args):
+        try:
+            stopped_inside_a_client(_args)
+        except KeyboardInterrupt:  # ...which a C extension may turn into an error of its own
+            raise TypeError("expected configuration property name as type unicode string") from None
+
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        cli.interrupt_on_stop_signals()
+        monkeypatch.setitem(cli.HANDLERS, "demo", stopped_inside_a_client)
+        assert cli.main(["demo"]) == cli.EXIT_INTERRUPTED
+        monkeypatch.setitem(cli.HANDLERS, "demo", converted_by_the_client)
+        assert cli.main(["demo"]) == cli.EXIT_INTERRUPTED
+        cli.STOP_REQUESTED.clear()
+        monkeypatch.setitem(cli.HANDLERS, "demo", lambda _args: {}["no stop was asked for"])
+        assert cli.main(["demo"]) == EXIT_ENVIRONMENT
+    finally:
+        cli.STOP_REQUESTED.clear()
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)

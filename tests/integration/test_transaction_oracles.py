@@ -24,22 +24,28 @@ def produce_range(producer: Producer, topic: str, seqs: range) -> None:
         producer.produce(topic, key=str(seq).encode(), value=b"v")
 
 
+def transaction(producer: Producer, topic: str, seqs: range, commit: bool = True) -> None:
+    """One whole transaction of one record per sequence number, committed or aborted."""
+    producer.begin_transaction()
+    produce_range(producer, topic, seqs)
+    if commit:
+        producer.commit_transaction(30)
+    else:
+        producer.flush(30)  # abort_transaction purges unsent records; these must reach the log first
+        producer.abort_transaction(30)
+
+
 def test_commit_100_read_committed_sees_exactly_100(bootstrap, new_topic):
     topic = new_topic()
     producer = transactional_producer(bootstrap, f"{topic}.tx")
-    producer.begin_transaction()
-    produce_range(producer, topic, range(100))
-    producer.commit_transaction(30)
+    transaction(producer, topic, range(100))
     assert Counter(sequence_numbers(read_all(bootstrap, topic))) == Counter(range(100))
 
 
 def test_abort_hides_everything_from_read_committed_but_not_from_read_uncommitted(bootstrap, new_topic):
     topic = new_topic()
     producer = transactional_producer(bootstrap, f"{topic}.tx")
-    producer.begin_transaction()
-    produce_range(producer, topic, range(100))
-    producer.flush(30)  # abort_transaction purges unsent records; these must reach the log first
-    producer.abort_transaction(30)
+    transaction(producer, topic, range(100), commit=False)
     assert read_all(bootstrap, topic, "read_committed") == []
     assert Counter(sequence_numbers(read_all(bootstrap, topic, "read_uncommitted"))) == Counter(range(100))
 
@@ -47,13 +53,8 @@ def test_abort_hides_everything_from_read_committed_but_not_from_read_uncommitte
 def test_abort_then_commit_25_shows_exactly_those_25(bootstrap, new_topic):
     topic = new_topic()
     producer = transactional_producer(bootstrap, f"{topic}.tx")
-    producer.begin_transaction()
-    produce_range(producer, topic, range(0, 50))
-    producer.flush(30)
-    producer.abort_transaction(30)
-    producer.begin_transaction()
-    produce_range(producer, topic, range(50, 75))
-    producer.commit_transaction(30)
+    transaction(producer, topic, range(0, 50), commit=False)
+    transaction(producer, topic, range(50, 75))
     assert Counter(sequence_numbers(read_all(bootstrap, topic))) == Counter(range(50, 75))
     assert Counter(sequence_numbers(read_all(bootstrap, topic, "read_uncommitted"))) == Counter(range(75))
 
@@ -103,27 +104,18 @@ def test_incremental_indexes_read_what_a_whole_read_reads_across_open_aborted_an
         assert _as_rows(held) == _as_rows(whole)
         assert Counter(held.seq.tolist()) == Counter(expected_seqs)
 
-    first.begin_transaction()
-    produce_range(first, topic, range(0, 40))
-    first.commit_transaction(30)
+    transaction(first, topic, range(0, 40))
     read_both_ways(range(0, 40))
     # An open transaction holds the last stable offset back: the committed one after it waits too.
     first.begin_transaction()
     produce_range(first, topic, range(40, 60))
     first.flush(30)
-    second.begin_transaction()
-    produce_range(second, topic, range(60, 80))
-    second.commit_transaction(30)
+    transaction(second, topic, range(60, 80))
     read_both_ways(range(0, 40))
     first.commit_transaction(30)
     read_both_ways(range(0, 80))
-    first.begin_transaction()
-    produce_range(first, topic, range(80, 100))
-    first.flush(30)
-    first.abort_transaction(30)
-    second.begin_transaction()
-    produce_range(second, topic, range(100, 110))
-    second.commit_transaction(30)
+    transaction(first, topic, range(80, 100), commit=False)
+    transaction(second, topic, range(100, 110))
     read_both_ways([*range(0, 80), *range(100, 110)])
     read_both_ways([*range(0, 80), *range(100, 110)])  # nothing new: nothing added
 
@@ -139,9 +131,7 @@ def test_a_read_of_a_topic_still_being_written_ends_at_the_offsets_it_began_with
     def write_until_stopped() -> None:
         seq = 0
         while not stop.is_set():
-            writer.begin_transaction()
-            produce_range(writer, topic, range(seq, seq + 50))
-            writer.commit_transaction(30)
+            transaction(writer, topic, range(seq, seq + 50))
             seq += 50
             writing.set()
     thread = threading.Thread(target=write_until_stopped, daemon=True)

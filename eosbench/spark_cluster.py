@@ -98,7 +98,8 @@ class StandaloneCluster:
         for name, port, arguments in self._daemons():
             if self.pid(name) is not None:
                 continue
-            check_ports_free([port] + ([self.settings.master_port] if name == "master" else []), f"the Spark {name}")
+            # The master's entry carries its RPC port; its web UI port must be free as well.
+            check_ports_free([port] + ([self.settings.master_ui_port] if name == "master" else []), f"the Spark {name}")
             with open(self.settings.state_dir / f"{name}.log", "ab") as log:
                 process = subprocess.Popen([str(spark_home() / "bin" / "spark-class"), *arguments],
                                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -121,11 +122,13 @@ class StandaloneCluster:
             time.sleep(0.25)
 
     def master_state(self) -> dict:
-        """The master's JSON view (workers, applications), {} when it does not answer."""
+        """The master's JSON view (workers, applications), {} when it does not answer it yet."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.settings.master_ui_port}/json/", timeout=2) as reply:
                 return json.load(reply)
-        except OSError:
+        # While the master's web UI starts, its root page can answer /json/ with HTML before the
+        # JSON handler is live (seen in CI): that is "not ready", like a refused connection.
+        except (OSError, ValueError):
             return {}
 
     def alive_workers(self) -> int:

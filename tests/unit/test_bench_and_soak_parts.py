@@ -1,18 +1,24 @@
-"""The sweep's workload files, the report's arithmetic, the soak's report and the live verifier's bounds."""
+"""The sweep's workload files, the report's arithmetic, the soak's report, the live verifier's bounds and
+the standalone cluster's readiness checks."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import socket
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conf.settings import SettingsError
+from conf.settings import SettingsError, SparkClusterSettings
 from conf.workload_settings import load_workload
 from eosbench import results
+from eosbench.errors import EnvironmentProblem
 from eosbench.report import knee
 from eosbench.soak import FaultRecord, SoakReport, _java_string_hash, report_markdown, write_report
+from eosbench.spark_cluster import StandaloneCluster
 from streaming import verify
 from streaming.verify import IncrementalIndexes, TopicIndex, _bounds
 
@@ -129,3 +135,43 @@ def test_soak_report_counts_survivals_and_recovery_by_kind(tmp_path):
     assert (tmp_path / "timeline.png").read_bytes()[:4] == b"\x89PNG"
     report.finished = False
     assert report_markdown(report).startswith("# Soak abc: FAILING"), "a running soak's report says so"
+
+
+class _Page(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with the class's body, as the master's web UI does with its root page."""
+
+    body = b""
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("body, workers", [
+    (b"<!DOCTYPE html><html><body>Spark Master at spark://127.0.0.1:7077</body></html>", 0),
+    (json.dumps({"aliveworkers": 2, "workers": []}).encode(), 2),
+])
+def test_master_state_reads_an_html_root_page_as_not_ready(tmp_path, body, workers):
+    page = type("Page", (_Page,), {"body": body})
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), page) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        cluster = StandaloneCluster(SparkClusterSettings(master_ui_port=server.server_address[1], state_dir=tmp_path))
+        try:
+            assert cluster.alive_workers() == workers
+        finally:
+            server.shutdown()
+
+
+def test_cluster_start_refuses_a_taken_master_ui_port(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ui_port = taken.getsockname()[1]
+        cluster = StandaloneCluster(SparkClusterSettings(master_port=17177, master_ui_port=ui_port, state_dir=tmp_path))
+        with pytest.raises(EnvironmentProblem, match=f"port {ui_port} on 127.0.0.1 is already in use"):
+            cluster.start()
+    assert cluster.status()[0].pid is None

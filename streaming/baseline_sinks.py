@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from conf.stream_settings import StreamSettings
 from streaming.eos_sink import IN_TS_HEADER, SRC_HEADER
+from streaming.interruption import stop_kept_short
 from streaming.process import TRANSFORMS, arrow_columns, source_columns
 from streaming.stats import BatchStats
 
@@ -63,7 +64,9 @@ class _ProcessedSink:
         import time
 
         started = time.perf_counter()
-        self.write(df.select(*source_columns()).mapInArrow(processed_rows(self.settings), PROCESSED_SCHEMA), batch_id)
+        with stop_kept_short(batch_id):
+            self.write(df.select(*source_columns()).mapInArrow(processed_rows(self.settings), PROCESSED_SCHEMA),
+                       batch_id)
         if self.on_batch:
             self.on_batch(BatchStats(batch_id, duration_s=time.perf_counter() - started))
 

@@ -36,6 +36,7 @@ import numpy as np
 from conf.client_log import CLIENT_LOG
 from conf.stream_settings import StreamSettings
 from streaming.checkpoint import batch_end_offsets
+from streaming.interruption import stop_kept_short
 from streaming.process import TRANSFORMS, SourceSlice, arrow_columns, passthrough, source_columns
 from streaming.stats import PHASES, STATS_SCHEMA, BatchStats, latency_histogram, stats_arrow_schema
 
@@ -395,17 +396,19 @@ class TransactionalSink:
         plan = self.plan(batch_id)
         stats = BatchStats(batch_id)
         source = df.select(*source_columns())
-        if self.settings.txn_scope == "partition":
-            self._check_not_split(source, plan)
-            rows = source.mapInArrow(partition_task(plan), STATS_SCHEMA).collect()
-            seen = [(row["topic"], row["partition"]) for row in rows]
-            if len(seen) != len(set(seen)):
-                raise ExactlyOnceViolation(f"batch {batch_id}: two tasks wrote for one input partition: {sorted(seen)}")
-            for row in rows:
-                stats.add_task(row.asDict())
-            self._commit_empty_slices(plan, {p for _, p in seen}, stats)
-        else:
-            stats.add_task(self._batch_scope(source, plan))
+        with stop_kept_short(batch_id):
+            if self.settings.txn_scope == "partition":
+                self._check_not_split(source, plan)
+                rows = source.mapInArrow(partition_task(plan), STATS_SCHEMA).collect()
+                seen = [(row["topic"], row["partition"]) for row in rows]
+                if len(seen) != len(set(seen)):
+                    raise ExactlyOnceViolation(f"batch {batch_id}: two tasks wrote for one input partition:"
+                                               f" {sorted(seen)}")
+                for row in rows:
+                    stats.add_task(row.asDict())
+                self._commit_empty_slices(plan, {p for _, p in seen}, stats)
+            else:
+                stats.add_task(self._batch_scope(source, plan))
         stats.duration_s = time.perf_counter() - started
         if self.on_batch:
             self.on_batch(stats)

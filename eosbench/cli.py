@@ -29,11 +29,22 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+def _int_at_least(text: str, lowest: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < lowest:
+        raise argparse.ArgumentTypeError(f"must be at least {lowest}, got {value}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    return _int_at_least(text, 1)
+
+
+def _non_negative_int(text: str) -> int:
+    return _int_at_least(text, 0)
 
 
 def _bootstrap_parent() -> argparse.ArgumentParser:
@@ -118,10 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
     spark_bench.add_argument("--partitions", type=_positive_int, default=4)
     spark_bench.add_argument("--max-offsets-per-trigger", type=_positive_int, default=500_000)
     spark_bench.add_argument("--rounds", type=_positive_int, default=2, help="rounds, sink order rotated (default: 2)")
-    spark_bench.add_argument("--latency-seconds", type=int, default=30, help="0 skips the latency run")
+    spark_bench.add_argument("--trigger-seconds", type=_non_negative_int, default=30,
+                             help="seconds of kafka-alo and kafka-eos at a 1 s trigger per round; 0 skips them")
+    spark_bench.add_argument("--latency-seconds", type=_non_negative_int, default=30, help="0 skips the latency run")
     spark_bench.add_argument("--sink", nargs="+", dest="sinks", default=["kafka-eos", "kafka-alo", "delta", "kafka-eos+prereg"],
                              choices=["kafka-eos", "kafka-alo", "delta", "kafka-eos+prereg"])
-    spark_bench.add_argument("--output-dir", type=Path, default=Path("results"))
+    spark_bench.add_argument("--output-dir", type=Path, default=Path("results"),
+                             help="where the JSON goes; the rows go to the Delta table <DIR>/bench_runs")
     produce_bench.add_argument("--repeat", type=_positive_int, default=3,
                                help="rounds of the whole matrix; medians are reported (default: 3)")
     produce_bench.add_argument("--output-dir", type=Path, default=Path("results"))
@@ -529,7 +543,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from eosbench import bench_spark
 
         bench_spark.run(bootstrap, args.records, args.partitions, args.max_offsets_per_trigger, args.rounds,
-                        args.latency_seconds, args.sinks, args.output_dir)
+                        args.latency_seconds, args.sinks, args.output_dir, args.trigger_seconds)
     else:
         from eosbench import bench_produce
 

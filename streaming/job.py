@@ -112,6 +112,7 @@ class StreamSummary:
     outcomes: dict[str, int] = field(default_factory=dict)
     retries: int = 0
     seconds: float = 0.0
+    steady_input_rows_per_s: float | None = None  # from the query's progress, start-up excluded
     latency_p50_ms: float = 0.0
     latency_p99_ms: float = 0.0
     phase_seconds: dict[str, float] = field(default_factory=dict)
@@ -224,6 +225,29 @@ def group_lag(settings: StreamSettings, reader) -> int:
     return lag
 
 
+def steady_input_rate(progress: list, skip: int = 2) -> float | None:
+    """Input rows per second between the starts of the batches after the first `skip`.
+
+    The span from one batch's start to the next is what a trigger of any kind really costs (a
+    processing-time trigger waits out the interval, a slower batch delays the next), so this is
+    the rate a running query sustains, without its start-up and without its last batch, which a
+    stop may cut short. None when fewer than two batches follow the skipped ones.
+    """
+    from datetime import datetime
+
+    starts, rows, seen = [], [], set()
+    for report in progress:
+        if report.batchId in seen:  # an idle trigger repeats the last batch's id
+            continue
+        seen.add(report.batchId)
+        starts.append(datetime.fromisoformat(report.timestamp).timestamp())
+        rows.append(report.numInputRows)
+    starts, rows = starts[skip:], rows[skip:]
+    if len(starts) < 2 or starts[-1] <= starts[0]:
+        return None
+    return sum(rows[:-1]) / (starts[-1] - starts[0])
+
+
 def print_batch(batch: BatchStats, out=sys.stdout) -> None:
     """One line per micro-batch."""
     print(f"batch {batch.batch_id}: {batch.records_in} in, {batch.records_out} out,"
@@ -282,7 +306,9 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
             watcher.stop()
     summary.seconds = time.monotonic() - started
     # Every sink's input count, with no extra Spark job (session.py keeps enough progress).
-    summary.input_rows = sum(progress.numInputRows for progress in query.recentProgress)
+    progress = query.recentProgress
+    summary.input_rows = sum(report.numInputRows for report in progress)
+    summary.steady_input_rows_per_s = steady_input_rate(progress)
     if query.exception() is not None:
         raise RuntimeError(f"the streaming query failed: {str(query.exception()).splitlines()[0]}")
     if settings.output_json:

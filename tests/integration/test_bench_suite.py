@@ -121,3 +121,34 @@ def test_sigterm_stops_the_sweeps_broker_and_keeps_the_cells_it_finished(spark, 
     cells = [r for r in rows if r["records_per_transaction"] is not None]
     assert 1 <= len(cells) <= 2 and all(r["throughput_rps"] > 0 for r in cells), cells
     assert not port_accepts_connections(INTERRUPTED_SWEEP_PORT), "the sweep left its broker running"
+
+
+def test_spark_bench_runs_both_sinks_available_now_and_at_a_1s_trigger(bootstrap, spark, tmp_path):
+    completed = run_eosbench("bench", "spark", "--bootstrap-server", bootstrap, "--records", "20000",
+                             "--partitions", "2", "--max-offsets-per-trigger", "5000", "--rounds", "1",
+                             "--sink", "kafka-eos", "kafka-alo", "--latency-seconds", "0", "--trigger-seconds", "6",
+                             "--output-dir", str(tmp_path), timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "StackOverflowError" not in completed.stderr  # the timed stops end cleanly
+    report = json.loads(next(tmp_path.glob("spark-bench-*.json")).read_text())
+    source = f"eosbench-spark-bench-{report['run_id']}"
+    input_ids = Counter(sequence_numbers(read_all(bootstrap, source)))
+    assert sum(input_ids.values()) == 20000
+    for variant in ("kafka-eos", "kafka-alo"):  # a fault-free drain: both sinks copy the input exactly
+        assert Counter(sequence_numbers(read_all(bootstrap, f"{source}-{variant}-r1"))) == input_ids, variant
+        assert report["median_records_per_sec"][variant] > 0
+    at = report["at_trigger"]
+    assert at["trigger"] == "1 second" and at["max_offsets_per_trigger"] == int(report["median_records_per_sec"]["kafka-alo"])
+    assert at["eos_over_alo"] == at["median_records_per_sec"]["kafka-eos"] / at["median_records_per_sec"]["kafka-alo"] > 0
+    # The timed run stops mid-stream: what kafka-eos committed is a duplicate-free part of the backlog.
+    backlog = set(sequence_numbers(read_all(bootstrap, at["input_topic"])))
+    written = sequence_numbers(read_all(bootstrap, f"{source}-kafka-eos-trigger-r1"))
+    assert written and len(written) == len(set(written)) and set(written) <= backlog
+    rows = [r for r in results.read_rows(spark, tmp_path) if r["run_id"] == report["run_id"]]
+    assert sorted(r["cell"] for r in rows) == ["kafka-alo-available-now", "kafka-alo-trigger-1s",
+                                               "kafka-eos-available-now", "kafka-eos-trigger-1s"]
+    for r in rows:
+        assert r["bench"] == "spark" and r["throughput_rps"] > 0 and r["latency_p50_ms"] > 0, r["cell"]
+        if r["sink"] == "kafka-eos":
+            assert r["baseline"] == "kafka-alo" and r["overhead_ratio"] > 0
+    assert f"kafka-eos / kafka-alo {at['eos_over_alo']:.2f}" in completed.stdout

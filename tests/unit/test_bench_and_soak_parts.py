@@ -1,5 +1,5 @@
-"""The sweep's workload files, the report's arithmetic, the soak's report, the live verifier's bounds and
-the standalone cluster's readiness checks."""
+"""The sweep's workload files, the report's arithmetic, the soak's report, the live verifier's bounds,
+the standalone cluster's readiness checks and the streaming job's steady rate."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import http.server
 import json
 import socket
 import threading
+from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -20,6 +22,7 @@ from eosbench.report import knee
 from eosbench.soak import FaultRecord, SoakReport, _java_string_hash, report_markdown, write_report
 from eosbench.spark_cluster import StandaloneCluster
 from streaming import verify
+from streaming.job import steady_input_rate
 from streaming.verify import IncrementalIndexes, TopicIndex, _bounds
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "conf" / "workloads"
@@ -175,3 +178,17 @@ def test_cluster_start_refuses_a_taken_master_ui_port(tmp_path):
         with pytest.raises(EnvironmentProblem, match=f"port {ui_port} on 127.0.0.1 is already in use"):
             cluster.start()
     assert cluster.status()[0].pid is None
+
+
+def progress_report(batch_id: int, seconds: float, rows: int) -> SimpleNamespace:
+    """What the job reads of one StreamingQueryProgress."""
+    stamp = datetime.fromtimestamp(1_800_000_000 + seconds, timezone.utc).isoformat().replace("+00:00", "Z")
+    return SimpleNamespace(batchId=batch_id, timestamp=stamp, numInputRows=rows)
+
+
+def test_steady_rate_skips_start_up_idle_repeats_and_the_cut_off_last_batch():
+    progress = [progress_report(0, 0.0, 500), progress_report(1, 6.0, 100),  # start-up, excluded
+                progress_report(2, 7.0, 100), progress_report(3, 7.9, 120), progress_report(3, 9.0, 0),
+                progress_report(4, 9.5, 80)]  # the last batch: only its start counts
+    assert steady_input_rate(progress) == pytest.approx((100 + 120) / 2.5)
+    assert steady_input_rate(progress[:3]) is None

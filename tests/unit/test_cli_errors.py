@@ -108,6 +108,8 @@ def test_broker_unreachable(command):
          "--metrics-port 9900: the soak serves /metrics on 9900-9902, and 9900 is the cluster's controller port of node 1"),
         (["bench", "sweep", "--workload", "no/such/workload.yaml"], "cannot read workload no/such/workload.yaml"),
         (["bench", "streaming", "--poll-timeout", "0"], "must be at least 1"),
+        (["bench", "writes", "--iterations", "1.5"], "--iterations: must be a whole number, got '1.5'"),
+        (["bench", "spark", "--trigger-seconds", "-1"], "--trigger-seconds: must be at least 0, got -1"),
         (["report", "--results-dir", "no/such/results"], "no results table in no/such/results"),
     ],
 )

@@ -52,7 +52,7 @@ def _fill(bootstrap: str, topic: str, records: int, partitions: int) -> None:
 
 
 def run(bootstrap: str, records: int, partitions: int, max_offsets: int, rounds: int, latency_seconds: int,
-        variants: list[str], output_dir: Path, trigger_seconds: int = 20) -> dict:
+        variants: list[str], output_dir: Path, trigger_seconds: int = 30) -> dict:
     """Run the throughput rounds, the 1 s trigger rounds and the latency run; print, record and return the report."""
     brokers = len(cluster_metadata(bootstrap).brokers)
     run_id = uuid.uuid4().hex[:8]
@@ -163,13 +163,14 @@ def _append_rows(spark, report: dict, batch_seconds: dict[str, list[float]], res
     common = dict(run_id=report["run_id"], bench="spark", workload=None, git_revision=results.git_revision(),
                   machine_json=json.dumps(results.machine_facts()), brokers=report["brokers"], record_size=100,
                   abort_ratio=0.0, records=report["records"], latency_kind="micro-batch")
-    modes = [("available-now", report["max_offsets_per_trigger"], report["median_records_per_sec"], batch_seconds)]
+    modes = [("available-now", report["max_offsets_per_trigger"], report["throughput"], report["median_records_per_sec"],
+              batch_seconds)]
     if report.get("at_trigger"):
         trigger = report["at_trigger"]
-        modes.append(("trigger-1s", trigger["max_offsets_per_trigger"], trigger["median_records_per_sec"],
-                      trigger["batch_seconds"]))
+        modes.append(("trigger-1s", trigger["max_offsets_per_trigger"], trigger["throughput"],
+                      trigger["median_records_per_sec"], trigger["batch_seconds"]))
     rows = []
-    for mode, batch_offsets, medians, durations in modes:
+    for mode, batch_offsets, rates, medians, durations in modes:
         for variant, rate in medians.items():
             quantiles = results.quantiles_ms(durations.get(variant, []))
             baseline = "kafka-alo" if variant != "kafka-alo" else None
@@ -180,8 +181,7 @@ def _append_rows(spark, report: dict, batch_seconds: dict[str, list[float]], res
                 baseline=baseline if baseline in medians else None,
                 overhead_ratio=medians[baseline] / rate if baseline in medians and rate else None,
                 config_json=json.dumps({"mode": mode, "max_offsets_per_trigger": batch_offsets, **VARIANTS[variant]}),
-                figures_json=json.dumps({"throughput": report["throughput"].get(variant) if mode == "available-now"
-                                         else report["at_trigger"]["throughput"][variant]})))
+                figures_json=json.dumps({"throughput": rates[variant]})))
     path = results.append_rows(spark, rows, results_dir)
     return f"{path} ({len(rows)} rows)"
 

@@ -146,3 +146,40 @@ def test_a_read_of_a_topic_still_being_written_ends_at_the_offsets_it_began_with
     after = read_index(bootstrap, topic, "read_committed", with_src=False)
     assert after.seq.size > during.seq.size > 0
     assert _as_rows(during) == _as_rows(after.below(during.end_offsets))
+
+
+def test_a_live_verify_waits_for_an_output_transaction_that_holds_committed_output_back(bootstrap, new_topic):
+    """The three-broker soak's false loss: one task's transaction, blocked after a broker kill, held
+    an output partition's last stable offset while another task's committed output sat behind it."""
+    from streaming.verify import verify
+
+    source, sink = new_topic(), new_topic()
+    app_id = f"{source}.app"
+    transaction(transactional_producer(bootstrap, f"{source}.tx"), source, range(10))  # offsets 0-9, marker 10
+    blocked = transactional_producer(bootstrap, f"{sink}.blocked")
+    blocked.begin_transaction()
+    blocked.produce(sink, key=b"3", value=b"v", headers=[("eos.src", f"{source}:0:3".encode())])
+    blocked.flush(30)
+    memberless = Consumer({"bootstrap.servers": bootstrap, "group.id": app_id, "enable.auto.commit": False})
+    committing = transactional_producer(bootstrap, f"{sink}.committing")
+    committing.begin_transaction()
+    for seq in range(10):
+        committing.produce(sink, key=str(seq).encode(), value=b"v", headers=[("eos.src", f"{source}:0:{seq}".encode())])
+    committing.send_offsets_to_transaction([TopicPartition(source, 0, 11)], memberless.consumer_group_metadata(), 30)
+    committing.commit_transaction(30)
+    memberless.close()
+
+    held_back = verify(bootstrap, source, sink, app_id, live=True, stable_timeout_s=1)
+    assert held_back.lost == 10 and held_back.output_committed == 0
+    assert [line.split(":")[0] for line in held_back.hanging_partitions] == [f"{sink}[0]"]
+
+    aborting = threading.Timer(2.0, lambda: blocked.abort_transaction(30))
+    aborting.start()
+    started = time.monotonic()
+    try:
+        waited = verify(bootstrap, source, sink, app_id, live=True, stable_timeout_s=30)
+    finally:
+        aborting.join()
+    assert time.monotonic() - started >= 2.0
+    assert waited.violations == [] and waited.hanging_partitions == []
+    assert waited.input_committed == waited.output_committed == 10 and waited.lost == waited.duplicates == 0

@@ -21,6 +21,7 @@ from conf.settings import console_log4j_config
 from eosbench.environment import check_java
 from eosbench.errors import CheckFailed
 from eosbench.jars import resolve_bundle
+from eosbench.report import GOODPUT_TARGET
 from eosbench.kafka_admin import cluster_metadata, create_topic, delete_topics
 
 FINAL_LINE = re.compile(
@@ -30,7 +31,6 @@ FINAL_LINE = re.compile(
     re.MULTILINE,
 )
 ABORT_RATIOS = (0.1, 0.5, 0.9)
-GOODPUT_TARGET = 0.95  # goodput(r) >= 0.95 * (1 - r) * goodput(0)
 
 
 @dataclass

@@ -18,7 +18,7 @@ from eosbench.plots import bars_png, latency_cdf_png, lines_png
 
 SEED_STREAMING_TX_OVER_BASE = "40-120x (kafka-tx-performance TxStreamingBench, Kafka 2.7, 3 nodes, 1 record/txn)"
 SEED_WRITES_TX_OVER_BASE = "30-50x (kafka-tx-performance TxWritesBench, Kafka 2.7, 3 nodes)"
-GOODPUT_TARGET = 0.95
+GOODPUT_TARGET = 0.95  # goodput(r) >= 0.95 * (1 - r) * goodput(0)
 EOS_OVER_ALO_TARGET = 0.9
 KNEE_SHARE = 1.2  # the knee: the smallest transaction where overhead is within 20 % of its large-transaction value
 

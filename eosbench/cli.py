@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from conf.settings import DEFAULT_BOOTSTRAP, DEFAULT_CLIENT_PORT, ClusterSettings, SettingsError, eosbench_home
-from eosbench.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, BadInput, CheckFailed, EosbenchError
+from eosbench.console.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, BadInput, CheckFailed, EosbenchError
 
 EXIT_INTERRUPTED = 130
 
@@ -215,7 +215,7 @@ def _duration(text: str) -> float:
 
 def add_soak_parser(commands, state_dir: argparse.ArgumentParser) -> None:
     """`eosbench soak`: the pipeline under injected faults, verified after each."""
-    from eosbench.soak import FAULT_KINDS, SoakOptions
+    from eosbench.soak.runner import FAULT_KINDS, SoakOptions
 
     defaults = SoakOptions(duration_s=1, faults=())
     soak = commands.add_parser("soak", parents=[state_dir],
@@ -301,14 +301,14 @@ def add_produce_parser(commands) -> None:
 
 
 def _cluster_for(state_dir: Path):
-    from eosbench.broker import LocalCluster
+    from eosbench.local.broker import LocalCluster
 
     return LocalCluster.from_state_dir(state_dir)
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
     """Handle `eosbench broker start|status|stop|logs`."""
-    from eosbench.broker import LocalCluster
+    from eosbench.local.broker import LocalCluster
 
     if args.broker_command == "start":
         try:
@@ -344,7 +344,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def _print_status(cluster) -> int:
-    from eosbench.kafka_admin import cluster_metadata
+    from eosbench.local.kafka_admin import cluster_metadata
 
     nodes = cluster.status()
     up = [node for node in nodes if node.process_alive and node.listening]
@@ -372,7 +372,7 @@ def _print_status(cluster) -> int:
 
 def cmd_topics(args: argparse.Namespace) -> int:
     """Handle `eosbench topics create|describe|delete`."""
-    from eosbench import kafka_admin
+    from eosbench.local import kafka_admin
 
     bootstrap = args.bootstrap or DEFAULT_BOOTSTRAP
     if args.topics_command == "create":
@@ -390,8 +390,8 @@ def cmd_setup(_args: argparse.Namespace) -> int:
     """Handle `eosbench setup`: check the toolchain and fill the jar cache."""
     from importlib.metadata import version
 
-    from eosbench.environment import check_java, check_maven
-    from eosbench.jars import resolve_all
+    from eosbench.local.environment import check_java, check_maven
+    from eosbench.local.jars import resolve_all
 
     java, mvn = check_java(), check_maven()
     started = time.monotonic()
@@ -409,7 +409,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Handle `eosbench demo`."""
     from rich.console import Console
 
-    from eosbench.demo import DemoOptions, run_demo
+    from eosbench.pipeline.demo import DemoOptions, run_demo
 
     if not 0.0 <= args.abort_ratio <= 1.0:
         raise BadInput(f"--abort-ratio must lie in [0.0, 1.0], got {args.abort_ratio}")
@@ -427,7 +427,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_prometheus(args: argparse.Namespace) -> int:
     """Handle `eosbench prometheus start|stop|status`."""
-    from eosbench.prometheus_server import LocalPrometheus
+    from eosbench.local.prometheus_server import LocalPrometheus
 
     server = LocalPrometheus()
     if args.action == "start":
@@ -444,8 +444,8 @@ def cmd_prometheus(args: argparse.Namespace) -> int:
 def cmd_produce(args: argparse.Namespace) -> int:
     """Handle `eosbench produce`."""
     from conf.produce_settings import ProduceSettings
-    from eosbench.kafka_admin import describe_topic
-    from eosbench.progress import progress_callback
+    from eosbench.local.kafka_admin import describe_topic
+    from eosbench.console.progress import progress_callback
     from producers.perf import ProduceFailed, ProducerPerformance
 
     fields = {name: value for name, value in vars(args).items()
@@ -472,8 +472,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 def cmd_stream(args: argparse.Namespace) -> int:
     """Handle `eosbench stream`: the streaming job with cached jars on a local master."""
-    from eosbench.kafka_admin import cluster_metadata, create_topic, describe_topic
-    from eosbench.spark import spark_session
+    from eosbench.local.kafka_admin import cluster_metadata, create_topic, describe_topic
+    from eosbench.local.spark import spark_session
     from streaming import job
 
     try:
@@ -493,7 +493,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Handle `eosbench verify`: print the JSON report; exit 1 on any violation."""
-    from eosbench.kafka_admin import cluster_metadata, describe_topic
+    from eosbench.local.kafka_admin import cluster_metadata, describe_topic
     from streaming.verify import verify
 
     bootstrap = args.bootstrap or DEFAULT_BOOTSTRAP
@@ -525,27 +525,27 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """Handle `eosbench bench writes|produce|streaming|spark|sweep`."""
     bootstrap = args.bootstrap or (None if args.bench_command == "sweep" else DEFAULT_BOOTSTRAP)
     if args.bench_command == "writes":
-        from eosbench import bench_writes
+        from eosbench.bench import writes as bench_writes
 
         modes = ["base", "tx"] if args.mode == "both" else [args.mode]
         bench_writes.run(bootstrap, modes, args.warmup, args.iterations, args.output_dir)
     elif args.bench_command == "streaming":
-        from eosbench import bench_streaming
+        from eosbench.bench import streaming as bench_streaming
 
         bench_streaming.run(bootstrap, args)
     elif args.bench_command == "sweep":
         from conf.workload_settings import load_workload
-        from eosbench.sweep import run_sweep
+        from eosbench.bench.sweep import run_sweep
 
         interrupt_on_stop_signals()  # a SIGTERM still stops the sweep's brokers and keeps its finished rows
         run_sweep(load_workload(args.workload), args.workload.stem, args.results_dir, args.bootstrap, args.port)
     elif args.bench_command == "spark":
-        from eosbench import bench_spark
+        from eosbench.bench import spark as bench_spark
 
         bench_spark.run(bootstrap, args.records, args.partitions, args.max_offsets_per_trigger, args.rounds,
                         args.latency_seconds, args.sinks, args.output_dir, args.trigger_seconds)
     else:
-        from eosbench import bench_produce
+        from eosbench.bench import produce as bench_produce
 
         bench_produce.run(bootstrap, args.num_records, args.record_size, args.transaction_duration_ms,
                           args.repeat, args.output_dir)
@@ -554,9 +554,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Handle `eosbench report`: plots and summary of a sweep from the results table."""
-    from eosbench import results
-    from eosbench.report import write_report
-    from eosbench.spark import spark_session
+    from eosbench.bench import results
+    from eosbench.bench.report import write_report
+    from eosbench.local.spark import spark_session
 
     if not (results.table_path(args.results_dir) / "_delta_log").exists():
         raise BadInput(f"no results table in {args.results_dir}; run `eosbench bench sweep` first")
@@ -573,7 +573,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_cluster(args: argparse.Namespace) -> int:
     """Handle `eosbench cluster start|stop|status` (Spark standalone)."""
     from conf.settings import SparkClusterSettings
-    from eosbench.spark_cluster import StandaloneCluster
+    from eosbench.local.spark_cluster import StandaloneCluster
 
     if args.action == "start":
         cluster = StandaloneCluster(SparkClusterSettings(workers=args.workers, master_port=args.master_port,
@@ -596,7 +596,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 def cmd_soak(args: argparse.Namespace) -> int:
     """Handle `eosbench soak`: exit 1 unless every fault was survived with zero violations."""
-    from eosbench.soak import Soak, SoakOptions
+    from eosbench.soak.runner import Soak, SoakOptions
 
     options = SoakOptions(
         duration_s=args.duration, faults=tuple(k.strip() for k in args.faults.split(",") if k.strip()),

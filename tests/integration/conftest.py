@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from conf.settings import ClusterSettings
-from eosbench.broker import LocalCluster
-from eosbench.kafka_admin import create_topic
-from eosbench.spark import spark_session
+from eosbench.local.broker import LocalCluster
+from eosbench.local.kafka_admin import create_topic
+from eosbench.local.spark import spark_session
 
 TEST_BROKER_PORT = 19092
 

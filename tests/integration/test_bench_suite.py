@@ -12,9 +12,9 @@ from collections import Counter
 
 import pytest
 
-from eosbench import results
+from eosbench.bench import results
 from eosbench.cli import EXIT_INTERRUPTED
-from eosbench.environment import port_accepts_connections
+from eosbench.local.environment import port_accepts_connections
 from tests.integration.kafka_reads import read_all, sequence_numbers
 from tests.unit.test_cli_errors import run_eosbench
 

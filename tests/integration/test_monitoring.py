@@ -13,8 +13,8 @@ import yaml
 
 from conf.settings import CONF_DIR
 from conf.stream_settings import StreamSettings
-from eosbench.kafka_admin import create_topic
-from eosbench.prometheus_server import LocalPrometheus
+from eosbench.local.kafka_admin import create_topic
+from eosbench.local.prometheus_server import LocalPrometheus
 from streaming import job
 from streaming.metrics import StreamMetrics
 from streaming.verify import read_index, stable_and_end_offsets, verify

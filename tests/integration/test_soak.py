@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from conf.settings import SparkClusterSettings
-from eosbench.prometheus_server import LocalPrometheus
-from eosbench.spark_cluster import StandaloneCluster
+from eosbench.local.prometheus_server import LocalPrometheus
+from eosbench.local.spark_cluster import StandaloneCluster
 from tests.integration.dashboard_queries import assert_plausible, dashboard_queries
 from tests.unit.test_cli_errors import run_eosbench
 

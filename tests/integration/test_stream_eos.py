@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 
 from conf.stream_settings import StreamSettings
-from eosbench.kafka_admin import create_topic
+from eosbench.local.kafka_admin import create_topic
 from streaming import job
 from streaming.verify import verify
 from tests.integration.kafka_reads import read_all
@@ -239,7 +239,7 @@ def test_delta_baseline_is_idempotent_across_a_replayed_batch(bootstrap, spark, 
 
 @pytest.mark.heavy
 def test_job_runs_under_plain_spark_submit(bootstrap, pipeline):
-    from eosbench.jars import resolve_bundle
+    from eosbench.local.jars import resolve_bundle
 
     settings = pipeline()
     spark_submit = Path(sys.executable).parent / "spark-submit"

@@ -16,11 +16,11 @@ import pytest
 
 from conf.settings import SettingsError, SparkClusterSettings
 from conf.workload_settings import load_workload
-from eosbench import results
-from eosbench.errors import EnvironmentProblem
-from eosbench.report import knee
-from eosbench.soak import FaultRecord, SoakReport, _java_string_hash, report_markdown, write_report
-from eosbench.spark_cluster import StandaloneCluster
+from eosbench.bench import results
+from eosbench.console.errors import EnvironmentProblem
+from eosbench.bench.report import knee
+from eosbench.soak.runner import FaultRecord, SoakReport, _java_string_hash, report_markdown, write_report
+from eosbench.local.spark_cluster import StandaloneCluster
 from streaming import verify
 from streaming.job import steady_input_rate
 from streaming.verify import IncrementalIndexes, TopicIndex, _bounds

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from eosbench.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT
+from eosbench.console.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT
 
 
 def free_port() -> int:

@@ -5,9 +5,9 @@ import socket
 import pytest
 
 from conf.settings import load_jar_bundles
-from eosbench.environment import check_ports_free, parse_java_major, port_accepts_connections, port_is_free
-from eosbench.errors import EnvironmentProblem
-from eosbench.jars import artifact_name, bundle_digest, render_pom
+from eosbench.local.environment import check_ports_free, parse_java_major, port_accepts_connections, port_is_free
+from eosbench.console.errors import EnvironmentProblem
+from eosbench.local.jars import artifact_name, bundle_digest, render_pom
 
 
 @pytest.mark.parametrize(

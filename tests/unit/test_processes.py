@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from eosbench.processes import proc_stat, process_alive
+from eosbench.local.processes import proc_stat, process_alive
 
 # The main thread ends at the OS level while a second thread keeps the process (and its open
 # sockets) alive for a moment, as a JVM's threads do while a stopped broker exits.

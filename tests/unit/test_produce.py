@@ -11,8 +11,8 @@ import pytest
 
 from conf.produce_settings import ProduceSettings, to_librdkafka_config
 from conf.settings import SettingsError
-from eosbench.bench_produce import FINAL_LINE
-from eosbench.errors import EXIT_BAD_INPUT
+from eosbench.bench.produce import FINAL_LINE
+from eosbench.console.errors import EXIT_BAD_INPUT
 from producers.perf import ProducerPerformance
 from producers.perf_stats import PerfStats
 from tests.unit.fake_kafka import FakeProducer

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eosbench.plots import bars_png, latency_cdf_png, lines_png
+from eosbench.bench.plots import bars_png, latency_cdf_png, lines_png
 
 SEED_STREAMING_TX_OVER_BASE = "40-120x (kafka-tx-performance TxStreamingBench, Kafka 2.7, 3 nodes, 1 record/txn)"
 SEED_WRITES_TX_OVER_BASE = "30-50x (kafka-tx-performance TxWritesBench, Kafka 2.7, 3 nodes)"

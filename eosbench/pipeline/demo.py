@@ -19,10 +19,10 @@ from rich.console import Console
 from rich.table import Table
 
 from conf.settings import ClusterSettings
-from eosbench.broker import LocalCluster
-from eosbench.kafka_admin import cluster_metadata, create_topic, delete_topics
-from eosbench.prometheus_server import LocalPrometheus
-from eosbench.spark import spark_session
+from eosbench.local.broker import LocalCluster
+from eosbench.local.kafka_admin import cluster_metadata, create_topic, delete_topics
+from eosbench.local.prometheus_server import LocalPrometheus
+from eosbench.local.spark import spark_session
 from conf.produce_settings import ProduceSettings
 from conf.stream_settings import StreamSettings
 from producers.perf import ProducerPerformance

@@ -9,7 +9,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from conf.client_log import CLIENT_LOG
-from eosbench.errors import BadInput, EnvironmentProblem
+from eosbench.console.errors import BadInput, EnvironmentProblem
 
 
 

@@ -26,10 +26,10 @@ import numpy as np
 
 from conf.produce_settings import ProduceSettings
 from conf.stream_settings import StreamSettings
-from eosbench import results
-from eosbench.kafka_admin import cluster_metadata, create_topic
-from eosbench.report import EOS_OVER_ALO_TARGET
-from eosbench.spark import spark_session
+from eosbench.bench import results
+from eosbench.local.kafka_admin import cluster_metadata, create_topic
+from eosbench.bench.report import EOS_OVER_ALO_TARGET
+from eosbench.local.spark import spark_session
 from producers.perf import ProducerPerformance
 from streaming import job
 from streaming.stats import histogram_percentile

@@ -7,9 +7,9 @@ import time
 import uuid
 from pathlib import Path
 
-from eosbench.kafka_admin import cluster_metadata, create_topic
-from eosbench.plots import latency_cdf_png
-from eosbench.progress import progress_callback
+from eosbench.local.kafka_admin import cluster_metadata, create_topic
+from eosbench.bench.plots import latency_cdf_png
+from eosbench.console.progress import progress_callback
 from producers.write_bench import Mode, run_write_benches
 
 # kafka-tx-performance, Kafka 2.7 on three i3.large nodes: transactional writes cost 30-50x.

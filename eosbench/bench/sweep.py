@@ -28,12 +28,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from conf.settings import ClusterSettings, eosbench_home
 from conf.stream_settings import StreamSettings
 from conf.workload_settings import BASELINE_OF, SPARK_SINKS, Workload
-from eosbench import results
-from eosbench.bench_produce import run_eosbench as run_eosbench_produce
-from eosbench.bench_produce import run_java as run_java_produce
-from eosbench.broker import LocalCluster
-from eosbench.errors import BadInput
-from eosbench.kafka_admin import cluster_metadata, create_topic
+from eosbench.bench import results
+from eosbench.bench.produce import run_eosbench as run_eosbench_produce
+from eosbench.bench.produce import run_java as run_java_produce
+from eosbench.local.broker import LocalCluster
+from eosbench.console.errors import BadInput
+from eosbench.local.kafka_admin import cluster_metadata, create_topic
 from producers.streaming_bench import StreamingBench
 
 SWEEP_PORT = 9500  # the sweep's own clusters (controllers +100, JMX exporters +200), apart from 9092
@@ -128,7 +128,7 @@ class Sweep:
     def spark_session(self):
         """The sweep's one SparkSession, started on first use."""
         if self._spark is None:
-            from eosbench.spark import spark_session
+            from eosbench.local.spark import spark_session
 
             self._spark = spark_session("eosbench-sweep")
         return self._spark
@@ -320,7 +320,7 @@ def _label(cell: dict) -> str:
 def run_sweep(workload: Workload, workload_name: str, results_dir: Path, bootstrap: str | None = None,
               port: int = SWEEP_PORT) -> Path:
     """Run a sweep, then write its plots and summary; print the summary and return its path."""
-    from eosbench.report import write_report
+    from eosbench.bench.report import write_report
 
     sweep = Sweep(workload, workload_name, results_dir, bootstrap=bootstrap, port=port)
     sweep.run()

@@ -36,12 +36,12 @@ from prometheus_client import CollectorRegistry, Counter as PromCounter, Gauge, 
 
 from conf.client_log import CLIENT_LOG
 from conf.settings import ClusterSettings, SparkClusterSettings, console_log4j_config
-from eosbench.broker import LocalCluster
-from eosbench.errors import BadInput, EnvironmentProblem
-from eosbench.jars import resolve_bundle
-from eosbench.kafka_admin import cluster_metadata, create_topic, under_replicated
-from eosbench.processes import Child, command_line, descendants, proc_stat, send_signal
-from eosbench.spark_cluster import StandaloneCluster
+from eosbench.local.broker import LocalCluster
+from eosbench.console.errors import BadInput, EnvironmentProblem
+from eosbench.local.jars import resolve_bundle
+from eosbench.local.kafka_admin import cluster_metadata, create_topic, under_replicated
+from eosbench.local.processes import Child, command_line, descendants, proc_stat, send_signal
+from eosbench.local.spark_cluster import StandaloneCluster
 from streaming import job
 from streaming.verify import IncrementalIndexes, group_offsets, stable_and_end_offsets, verify, wait_until_stable
 
@@ -637,7 +637,7 @@ def _clock(seconds: float) -> str:
 
 def write_report(report: SoakReport, output_dir: Path) -> None:
     """Write report.json, report.md and timeline.png into the output folder."""
-    from eosbench.plots import soak_timeline_png
+    from eosbench.bench.plots import soak_timeline_png
 
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / "report.json").write_text(report.to_json())

@@ -20,9 +20,9 @@ from pathlib import Path
 import pyspark
 
 from conf.settings import SparkClusterSettings
-from eosbench.environment import check_java, check_ports_free, port_accepts_connections
-from eosbench.errors import EnvironmentProblem
-from eosbench.processes import command_line, descendants, proc_stat, process_alive, send_signal, wait_gone
+from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
+from eosbench.console.errors import EnvironmentProblem
+from eosbench.local.processes import command_line, descendants, proc_stat, process_alive, send_signal, wait_gone
 
 READY_TIMEOUT_S = 90.0
 EXECUTOR_CLASS = "CoarseGrainedExecutorBackend"

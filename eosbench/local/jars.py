@@ -21,8 +21,8 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from conf.settings import JarBundle, eosbench_home, load_jar_bundles, maven_settings_file
-from eosbench.environment import check_maven
-from eosbench.errors import EnvironmentProblem
+from eosbench.local.environment import check_maven
+from eosbench.console.errors import EnvironmentProblem
 
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 _COMPLETE_MARKER = ".complete"

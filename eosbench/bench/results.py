@@ -47,7 +47,7 @@ def table_path(results_dir: Path) -> Path:
 
 def git_revision() -> str:
     """The checkout's commit (with '+dirty' for uncommitted changes), or 'unknown' outside git."""
-    here = Path(__file__).resolve().parent.parent
+    here = Path(__file__).resolve().parents[2]  # the checkout, above eosbench/bench/
     try:
         revision = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here, capture_output=True,
                                   text=True, timeout=10).stdout.strip()

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
-from eosbench.environment import check_java
-from eosbench.jars import resolve_bundle
+from eosbench.local.environment import check_java
+from eosbench.local.jars import resolve_bundle
 from streaming.session import build_spark_session
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import yaml
 
 from conf.settings import CONF_DIR, eosbench_home
-from eosbench.processes import process_alive
-from eosbench.environment import check_ports_free
-from eosbench.errors import EnvironmentProblem
+from eosbench.local.processes import process_alive
+from eosbench.local.environment import check_ports_free
+from eosbench.console.errors import EnvironmentProblem
 
 DEFAULT_PORT = 9090
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conf.settings import ClusterSettings, NodePorts, broker_log4j_config, jmx_exporter_config
-from eosbench.environment import check_java, check_ports_free, port_accepts_connections
-from eosbench.errors import BadInput, EnvironmentProblem
-from eosbench.jars import resolve_bundle
-from eosbench.kafka_admin import wait_transactions_ready
-from eosbench.processes import proc_stat, process_alive, send_signal, wait_gone
+from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
+from eosbench.console.errors import BadInput, EnvironmentProblem
+from eosbench.local.jars import resolve_bundle
+from eosbench.local.kafka_admin import wait_transactions_ready
+from eosbench.local.processes import proc_stat, process_alive, send_signal, wait_gone
 
 STOP_GRACE_S = 30.0
 READY_TIMEOUT_S = 120.0

@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from conf.settings import load_properties
-from eosbench import results
-from eosbench.bench_produce import run_eosbench as fill_topic
-from eosbench.kafka_admin import cluster_metadata, create_topic, describe_topic
-from eosbench.bench_writes import latency_table
-from eosbench.plots import latency_cdf_png
-from eosbench.progress import progress_callback
-from eosbench.report import SEED_STREAMING_TX_OVER_BASE
+from eosbench.bench import results
+from eosbench.bench.produce import run_eosbench as fill_topic
+from eosbench.local.kafka_admin import cluster_metadata, create_topic, describe_topic
+from eosbench.bench.writes import latency_table
+from eosbench.bench.plots import latency_cdf_png
+from eosbench.console.progress import progress_callback
+from eosbench.bench.report import SEED_STREAMING_TX_OVER_BASE
 from producers.streaming_bench import StreamingBench, StreamingBenchResult
 
 BLOCK_UNITS = 50
@@ -102,7 +102,7 @@ def run(bootstrap: str, args: argparse.Namespace) -> dict:
 
 
 def _append_rows(report: dict, outcome: dict[str, StreamingBenchResult], brokers: int, args) -> None:
-    from eosbench.spark import spark_session
+    from eosbench.local.spark import spark_session
 
     common = dict(run_id=report["run_id"], bench="streaming", workload=None, git_revision=results.git_revision(),
                   machine_json=json.dumps(results.machine_facts()), brokers=brokers, record_size=args.record_size,

@@ -18,11 +18,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from conf.settings import console_log4j_config
-from eosbench.environment import check_java
-from eosbench.errors import CheckFailed
-from eosbench.jars import resolve_bundle
-from eosbench.report import GOODPUT_TARGET
-from eosbench.kafka_admin import cluster_metadata, create_topic, delete_topics
+from eosbench.local.environment import check_java
+from eosbench.console.errors import CheckFailed
+from eosbench.local.jars import resolve_bundle
+from eosbench.bench.report import GOODPUT_TARGET
+from eosbench.local.kafka_admin import cluster_metadata, create_topic, delete_topics
 
 FINAL_LINE = re.compile(
     r"^(?P<records>\d+) records sent, (?P<rps>[\d.]+) records/sec \((?P<mbps>[\d.]+) MB/sec\),"

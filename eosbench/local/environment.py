@@ -9,7 +9,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from eosbench.errors import EnvironmentProblem
+from eosbench.console.errors import EnvironmentProblem
 
 MIN_JAVA_MAJOR = 17
 _JAVA_VERSION = re.compile(r'version "(?P<version>[^"]+)"')

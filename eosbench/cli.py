@@ -215,7 +215,8 @@ def _duration(text: str) -> float:
 
 def add_soak_parser(commands, state_dir: argparse.ArgumentParser) -> None:
     """`eosbench soak`: the pipeline under injected faults, verified after each."""
-    from eosbench.soak.runner import FAULT_KINDS, SoakOptions
+    from eosbench.soak.faults import FAULT_KINDS
+    from eosbench.soak.options import SoakOptions
 
     defaults = SoakOptions(duration_s=1, faults=())
     soak = commands.add_parser("soak", parents=[state_dir],
@@ -596,7 +597,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 def cmd_soak(args: argparse.Namespace) -> int:
     """Handle `eosbench soak`: exit 1 unless every fault was survived with zero violations."""
-    from eosbench.soak.runner import Soak, SoakOptions
+    from eosbench.soak.options import SoakOptions
+    from eosbench.soak.runner import Soak
 
     options = SoakOptions(
         duration_s=args.duration, faults=tuple(k.strip() for k in args.faults.split(",") if k.strip()),

@@ -1,4 +1,4 @@
-"""PNG plots of benchmark results (matplotlib, headless)."""
+"""PNG plots of benchmark results (matplotlib, headless); the soak draws its timeline in eosbench/soak/report.py."""
 
 from __future__ import annotations
 
@@ -35,30 +35,6 @@ def latency_cdf_png(series_ms: dict[str, np.ndarray], path: Path, title: str) ->
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right")
-    return _save(fig, path)
-
-
-def soak_timeline_png(samples: list[tuple[float, int]], faults: list[tuple[float, str]], path: Path, title: str,
-                      window_s: float = 3.0) -> Path:
-    """Plot throughput (offsets committed per second over a sliding window) with each fault as a coloured line."""
-    fig, ax = plt.subplots(figsize=(12, 4.5), dpi=110)
-    if len(samples) > 1:
-        times = np.array([t for t, _ in samples])
-        counts = np.array([c for _, c in samples], dtype=float)
-        earlier = np.clip(np.searchsorted(times, times - window_s), 0, times.size - 1)
-        span = np.maximum(times - times[earlier], 1e-9)
-        rate = np.where(times - times[earlier] > window_s / 2, (counts - counts[earlier]) / span, np.nan)
-        ax.plot(times / 60, rate, lw=0.8, color="black", label="committed input offsets/s")
-    colours = plt.get_cmap("tab10")
-    kinds = sorted({kind for _, kind in faults})
-    for at, kind in faults:
-        ax.axvline(at / 60, color=colours(kinds.index(kind)), lw=1.2, alpha=0.8,
-                   label=kind if kind not in ax.get_legend_handles_labels()[1] else None)
-    ax.set_xlabel("minutes since the soak started")
-    ax.set_ylabel("offsets per second")
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper right", fontsize=8)
     return _save(fig, path)
 
 

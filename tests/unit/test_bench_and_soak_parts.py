@@ -19,7 +19,8 @@ from conf.workload_settings import load_workload
 from eosbench.bench import results
 from eosbench.console.errors import EnvironmentProblem
 from eosbench.bench.report import knee
-from eosbench.soak.runner import FaultRecord, SoakReport, _java_string_hash, report_markdown, write_report
+from eosbench.soak.faults import _java_string_hash
+from eosbench.soak.report import FaultRecord, SoakReport, report_markdown, write_report
 from eosbench.local.spark_cluster import StandaloneCluster
 from streaming import verify
 from streaming.job import steady_input_rate

@@ -1,0 +1,177 @@
+"""The soak's fault kinds: one function per kind, each registered into FAULTS by `@fault_kind`.
+
+A kind breaks one thing, undoes it (a restart, a SIGCONT) and says in one line what it did. To add
+a kind, add one decorated function here: `--faults`, its check, the metrics' labels and the
+seeded round robin all read FAULTS, in the order the functions stand below.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from eosbench.console.errors import BadInput, EnvironmentProblem
+from eosbench.local.kafka_admin import cluster_metadata, under_replicated
+from eosbench.local.processes import command_line, descendants, proc_stat, send_signal
+
+if TYPE_CHECKING:
+    from eosbench.soak.options import SoakOptions
+    from eosbench.soak.runner import Soak
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    """One kind of fault: how it is injected, and what it needs before that."""
+
+    name: str
+    inject: Callable[[Soak, int], str]  # breaks something (the kind's n-th time), undoes it, says what it did
+    prepare: Callable[[Soak], None] | None = None  # waits, before the round's clock starts, until it is fair
+    check: Callable[[SoakOptions], None] | None = None  # raises BadInput when the options rule the kind out
+
+
+FAULTS: dict[str, FaultKind] = {}
+
+
+def fault_kind(name: str, prepare: Callable[[Soak], None] | None = None,
+               check: Callable[[SoakOptions], None] | None = None):
+    """Register the decorated `inject(soak, occurrence) -> what was done` as the fault kind `name`."""
+    def register(inject: Callable[[Soak, int], str]) -> Callable[[Soak, int], str]:
+        FAULTS[name] = FaultKind(name, inject, prepare, check)
+        return inject
+    return register
+
+
+def wait_fully_replicated(soak: Soak) -> None:
+    """Before breaking a broker, let the last restarted one rejoin every ISR.
+
+    Killing a second broker while the first is still catching up can leave a partition with no
+    in-sync replica to elect (min.insync.replicas=2 of 3): that tests unavailability, not
+    exactly-once, and stalls the stream until the broker returns.
+    """
+    if soak.options.brokers == 1:
+        return
+    lagging: list[str] = []
+
+    def replicated() -> bool:
+        try:
+            lagging[:] = under_replicated(soak.bootstrap)
+        except EnvironmentProblem as exc:
+            lagging[:] = [str(exc)]
+        return not lagging
+    if not soak.wait_for(replicated, soak.options.recovery_timeout_s, "every ISR to be full"):
+        soak.say(f"still under-replicated: {', '.join(lagging[:5])}{' …' if len(lagging) > 5 else ''}")
+
+
+def broker_target(soak: Soak, occurrence: int) -> int:
+    """A broker to break: on a cluster, alternately the transaction coordinator's leader and an output leader."""
+    nodes = soak.cluster.running_nodes()
+    if len(nodes) == 1:
+        return nodes[0]
+    metadata = cluster_metadata(soak.bootstrap)
+    pipeline = soak.pipeline
+    if occurrence % 2 == 0:
+        txn_partition = _java_string_hash(f"{pipeline.app_id}.{pipeline.input_topic}.0") % \
+            soak.cluster.settings.transaction_state_partitions
+        leader = metadata.topics["__transaction_state"].partitions[txn_partition].leader
+    else:
+        leader = metadata.topics[pipeline.output_topic].partitions[0].leader
+    return leader if leader in nodes else nodes[0]
+
+
+def needs_standalone_master(options: SoakOptions) -> None:
+    """Refuse a fault of the standalone cluster's daemons on a local master."""
+    if not options.master.startswith("spark://"):
+        raise BadInput("--faults kill-worker needs a standalone master (--master spark://…, see `eosbench cluster start`)")
+
+
+@fault_kind("kill-driver")
+def kill_driver(soak: Soak, occurrence: int) -> str:
+    """SIGKILL the Spark driver and its session, then restart it from the checkpoint."""
+    pid = soak.pipeline.restart(soak.pipeline.stream)
+    return f"SIGKILL driver pid {pid} and its session; restarted from the checkpoint"
+
+
+@fault_kind("kill-executor")
+def kill_executor(soak: Soak, occurrence: int) -> str:
+    """SIGKILL where tasks run: on a standalone cluster alternately an executor JVM and a Python worker."""
+    spark_cluster = soak.spark_cluster
+    if spark_cluster and occurrence % 2 == 0:
+        executors = spark_cluster.executor_pids()
+        if executors:
+            send_signal(executors[0], signal.SIGKILL)
+            return f"SIGKILL executor JVM pid {executors[0]}"
+    # Local mode (or odd rounds on a cluster): a Python worker forked by pyspark.daemon.
+    roots = [soak.pipeline.stream.pid] + (spark_cluster.executor_pids() if spark_cluster else [])
+    workers = [pid for root in roots if root for pid in descendants(root) if "pyspark.daemon" in command_line(pid)]
+    forked = [pid for pid in workers if (proc_stat(pid) or (0, 0, 0))[2] in workers]
+    target = (forked or workers or [None])[-1]
+    if target is None:
+        return "no Python worker was running; nothing killed"
+    send_signal(target, signal.SIGKILL)
+    return f"SIGKILL Python worker pid {target}{'' if forked else ' (the pyspark daemon)'}"
+
+
+@fault_kind("kill-broker", prepare=wait_fully_replicated)
+def kill_broker(soak: Soak, occurrence: int) -> str:
+    """SIGKILL one broker, then restart it."""
+    node = broker_target(soak, occurrence)
+    pid = soak.cluster.signal_node(node, signal.SIGKILL)
+    time.sleep(2)
+    soak.cluster.start()
+    return f"SIGKILL broker node {node} (pid {pid}); restarted"
+
+
+@fault_kind("pause-broker", prepare=wait_fully_replicated)
+def pause_broker(soak: Soak, occurrence: int) -> str:
+    """SIGSTOP one broker for longer than the producer's delivery.timeout.ms, then SIGCONT it."""
+    node = broker_target(soak, occurrence)
+    pause_s = soak.options.delivery_timeout_ms / 1000 + 4
+    pid = soak.cluster.signal_node(node, signal.SIGSTOP)
+    try:
+        time.sleep(pause_s)
+    finally:
+        soak.cluster.signal_node(node, signal.SIGCONT)
+    return f"SIGSTOP broker node {node} (pid {pid}) for {pause_s:g} s (> delivery.timeout.ms), then SIGCONT"
+
+
+@fault_kind("delete-checkpoint")
+def delete_checkpoint(soak: Soak, occurrence: int) -> str:
+    """SIGKILL the driver, delete its checkpoint, and restart it from the sink group's offsets."""
+    soak.pipeline.stream.kill(signal.SIGKILL)
+    shutil.rmtree(soak.pipeline.checkpoint, ignore_errors=True)
+    soak.pipeline.start(soak.pipeline.stream)
+    return "SIGKILL driver, deleted the checkpoint, restarted with --starting-offsets group"
+
+
+@fault_kind("restart-producer")
+def restart_producer(soak: Soak, occurrence: int) -> str:
+    """SIGKILL the producer and restart it with --resume."""
+    pid = soak.pipeline.restart(soak.pipeline.producer)
+    return f"SIGKILL producer pid {pid}; restarted with --resume"
+
+
+@fault_kind("kill-worker", check=needs_standalone_master)
+def kill_worker(soak: Soak, occurrence: int) -> str:
+    """SIGKILL one Spark standalone worker (its executors notice and exit), then restart it."""
+    worker = occurrence % soak.spark_cluster.settings.workers
+    pid = soak.spark_cluster.kill_worker(worker)
+    time.sleep(2)
+    soak.spark_cluster.start()
+    return f"SIGKILL Spark worker-{worker} (pid {pid}); restarted"
+
+
+FAULT_KINDS = tuple(FAULTS)
+
+
+def _java_string_hash(text: str) -> int:
+    """Java's String.hashCode, made non-negative as Kafka's Utils.abs does: the coordinator's partition."""
+    value = 0
+    for char in text:
+        value = (31 * value + ord(char)) & 0xFFFFFFFF
+    if value >= 2**31:
+        value -= 2**32
+    return value & 0x7FFFFFFF if value != -(2**31) else 0

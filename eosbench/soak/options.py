@@ -1,0 +1,56 @@
+"""Every knob of one soak, one field per `eosbench soak` flag, and the checks that refuse a soak that cannot run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from conf.settings import ClusterSettings
+from eosbench.console.errors import BadInput
+from eosbench.soak.faults import FAULT_KINDS, FAULTS
+
+
+@dataclass(frozen=True)
+class SoakOptions:
+    """Every knob of one soak, one field per flag."""
+
+    duration_s: float
+    faults: tuple[str, ...]
+    brokers: int = 1
+    port: int = 9092
+    state_dir: Path | None = None
+    master: str = "local[2,4]"
+    spark_state_dir: Path | None = None  # the standalone cluster's folder, for kill-worker and executors
+    seed: int = 0
+    throughput: float = 400.0
+    records_per_transaction: int = 200
+    abort_ratio: float = 0.1
+    partitions: int = 4
+    gate_records: int = 1_000
+    delivery_timeout_ms: int = 8_000
+    max_offsets_per_trigger: int = 20_000
+    recovery_timeout_s: float = 240.0
+    metrics_port: int = 9400  # producer; stream +1, soak +2 (the ports prometheus.yml scrapes)
+    output_dir: Path | None = None
+    max_faults: int | None = None  # end early after this many rounds (--duration still bounds the soak)
+
+    def validate(self) -> None:
+        """Raise BadInput (one line) for a soak that cannot run as asked."""
+        unknown = [kind for kind in self.faults if kind not in FAULT_KINDS]
+        if unknown:
+            raise BadInput(f"--faults: unknown fault {unknown[0]!r} (choose from {', '.join(FAULT_KINDS)})")
+        if not self.faults:
+            raise BadInput("--faults: name at least one fault")
+        for kind in self.faults:
+            if FAULTS[kind].check:
+                FAULTS[kind].check(self)
+        if self.duration_s <= 0:
+            raise BadInput("--duration must be positive")
+        cluster_ports = {port: f"{role} of node {node.node_id}"
+                         for node in ClusterSettings(brokers=self.brokers, port=self.port).nodes()
+                         for role, port in node.by_role().items()}
+        for metrics_port in range(self.metrics_port, self.metrics_port + 3):
+            if metrics_port in cluster_ports:
+                raise BadInput(f"--metrics-port {self.metrics_port}: the soak serves /metrics on {self.metrics_port}-"
+                               f"{self.metrics_port + 2}, and {metrics_port} is the cluster's"
+                               f" {cluster_ports[metrics_port]} (--port {self.port})")

@@ -1,0 +1,129 @@
+"""The pipeline under soak: the seeded producer feeding the streaming job, each a supervised child.
+
+The producer is `eosbench produce --resume` and the stream is `spark-submit streaming/job.py` (local
+or standalone master); each runs in its own session, so that a fault kills exactly that process and
+its descendants, and is restarted whenever it dies.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from conf.client_log import CLIENT_LOG
+from conf.settings import console_log4j_config
+from eosbench.console.errors import EnvironmentProblem
+from eosbench.local.jars import resolve_bundle
+from eosbench.local.processes import Child
+from eosbench.local.spark_cluster import StandaloneCluster
+from eosbench.soak.options import SoakOptions
+from streaming import job
+
+CRASH_LOOP_WINDOW_S = 180
+CRASH_LOOP_DEATHS = 5
+
+
+class Pipeline:
+    """The producer and the stream of one soak: their topics, ids, command lines and supervision."""
+
+    def __init__(self, options: SoakOptions, run_id: str, bootstrap: str, output_dir: Path,
+                 spark_cluster: StandaloneCluster | None):
+        self.options, self.run_id, self.bootstrap, self.spark_cluster = options, run_id, bootstrap, spark_cluster
+        self.input_topic, self.output_topic = f"soak-{run_id}-in", f"soak-{run_id}-out"
+        self.dead_letter_topic = f"{self.output_topic}.dlq"
+        self.app_id = f"soak-{run_id}"
+        self.producer_id = f"soak.{run_id}.producer"
+        self.checkpoint = output_dir / f"checkpoint-{run_id}"
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+        self.producer = Child("producer", output_dir / "logs", env)
+        self.stream = Child("stream", output_dir / "logs", env)
+        self._spark_jars = ",".join(str(jar) for jar in resolve_bundle("spark"))
+        self._supervised = {"producer", "stream"}
+        self._deaths: dict[str, list[tuple[float, int]]] = {}
+
+    def _producer_command(self) -> list[str]:
+        o = self.options
+        return [sys.executable, "-m", "eosbench.cli", "produce", "--topic", self.input_topic,
+                "--num-records", str(10**12), "--record-size", "100", "--throughput", str(o.throughput),
+                "--bootstrap-server", self.bootstrap, "--transactional-id", self.producer_id,
+                "--records-per-transaction", str(o.records_per_transaction),
+                "--transaction-abort-ratio", str(o.abort_ratio), "--seed", str(o.seed), "--run-id", self.run_id,
+                "--resume", "--metrics-port", str(o.metrics_port), "--reporting-interval", "30000",
+                "--producer-props", "acks=all", f"delivery.timeout.ms={o.delivery_timeout_ms}",
+                f"request.timeout.ms={o.delivery_timeout_ms // 2}", "linger.ms=5", "transaction.timeout.ms=30000"]
+
+    def _stream_command(self) -> list[str]:
+        o = self.options
+        submit = [str(Path(sys.executable).parent / "spark-submit"), "--master", o.master, "--jars", self._spark_jars,
+                  "--driver-memory", "768m", "--conf", "spark.task.maxFailures=4",
+                  "--driver-java-options", f"-Dlog4j2.configurationFile={console_log4j_config()}"]
+        if self.spark_cluster:
+            submit += ["--executor-memory", "512m", "--total-executor-cores", str(self.spark_cluster.settings.workers),
+                       "--conf", f"spark.executorEnv.PYSPARK_PYTHON={sys.executable}"]
+        return [*submit, str(Path(job.__file__)),
+                "--input-topic", self.input_topic, "--output-topic", self.output_topic,
+                "--bootstrap-server", self.bootstrap, "--app-id", self.app_id, "--checkpoint", str(self.checkpoint),
+                "--trigger", "1 second", "--starting-offsets", "group",
+                "--max-offsets-per-trigger", str(o.max_offsets_per_trigger),
+                "--metrics-port", str(o.metrics_port + 1), "--producer-props", "transaction.timeout.ms=30000"]
+
+    def start(self, child: Child) -> None:
+        """Launch (or relaunch) the producer or the stream."""
+        child.start(self._producer_command() if child is self.producer else self._stream_command())
+
+    def restart(self, child: Child) -> int | None:
+        """SIGKILL the producer or the stream with its whole session and start it again; return the pid it had."""
+        pid = child.pid
+        child.kill(signal.SIGKILL)
+        self.start(child)
+        return pid
+
+    def revive(self, processed: int, on_restart: Callable[[Child], None]) -> None:
+        """Start each child that is not running: the first time, or after it died on its own.
+
+        A fault elsewhere can take a child down. `on_restart` hears of each restart before it
+        happens, while the child's exit code and log are still those of the launch that died.
+        """
+        for child in self._dead():
+            if child.starts:
+                self._crash_loop_guard(child, processed)
+                on_restart(child)
+            self.start(child)
+
+    def _dead(self) -> Iterator[Child]:
+        for child in (self.producer, self.stream):
+            if child.name in self._supervised and not child.alive():
+                yield child
+
+    def _crash_loop_guard(self, child: Child, processed: int) -> None:
+        """Give up, with the child's last words, when it keeps dying without letting the pipeline move."""
+        now = time.monotonic()
+        deaths = self._deaths.setdefault(child.name, [])
+        deaths.append((now, processed))
+        recent = [d for d in deaths if now - d[0] < CRASH_LOOP_WINDOW_S]
+        if len(recent) >= CRASH_LOOP_DEATHS and recent[0][1] == processed:
+            raise EnvironmentProblem(f"the {child.name} keeps exiting without progress ({len(recent)} times in 3 min):"
+                                     f" {child.last_lines(1)[:200]} (log: {child.log_path})")
+
+    def stop_producer(self) -> None:
+        """Stop the producer for good and fence its transactional id, so that its open transaction is aborted."""
+        self._supervised.discard("producer")
+        self.producer.kill(signal.SIGKILL)
+        fence(self.bootstrap, self.producer_id)
+
+    def kill(self) -> None:
+        """SIGKILL both children (the end of a soak, however it ends)."""
+        self.producer.kill(signal.SIGKILL)
+        self.stream.kill(signal.SIGKILL)
+
+
+def fence(bootstrap: str, transactional_id: str) -> None:
+    """Abort whatever transaction a dead producer left open, as its successor's init does."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id}, logger=CLIENT_LOG)
+    producer.init_transactions(60)

@@ -1,0 +1,146 @@
+"""The soak's verdict and the three files written from it: report.json, report.md and timeline.png.
+
+A soak of days rewrites them after every round, so that a running soak always has a current report.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display on a soak box
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+@dataclass
+class FaultRecord:
+    """What one round did and found."""
+
+    index: int
+    kind: str
+    at_s: float  # seconds since the soak started
+    detail: str
+    recovery_s: float | None = None
+    verify_s: float = 0.0
+    stable_after_s: float = 0.0  # until every transaction open after the verify had ended
+    records_checked: int = 0
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def survived(self) -> bool:
+        """Recovered in time and verified clean."""
+        return self.recovery_s is not None and not self.violations
+
+
+@dataclass
+class SoakReport:
+    """The soak's verdict: JSON, Markdown and a PNG timeline are written from it."""
+
+    run_id: str
+    options: dict
+    started_at: float
+    seconds: float = 0.0
+    faults: list[FaultRecord] = field(default_factory=list)
+    restarts: dict[str, int] = field(default_factory=dict)
+    final: dict = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+    timeline: list[tuple[float, int]] = field(default_factory=list)
+    finished: bool = False  # False in the report rewritten after every round of a running soak
+
+    @property
+    def ok(self) -> bool:
+        """No violation anywhere and every fault survived (and, once finished, the final verify ran)."""
+        return not self.violations and all(f.survived for f in self.faults) and (bool(self.final) or not self.finished)
+
+    def by_kind(self) -> dict[str, dict]:
+        """Faults, survivals and recovery times (median and max) for each kind."""
+        kinds: dict[str, dict] = {}
+        for fault in self.faults:
+            entry = kinds.setdefault(fault.kind, {"injected": 0, "survived": 0, "recovery_s": []})
+            entry["injected"] += 1
+            entry["survived"] += fault.survived
+            if fault.recovery_s is not None:
+                entry["recovery_s"].append(fault.recovery_s)
+        for entry in kinds.values():
+            times = sorted(entry.pop("recovery_s"))
+            entry["recovery_median_s"] = times[len(times) // 2] if times else None
+            entry["recovery_max_s"] = times[-1] if times else None
+        return kinds
+
+    def to_json(self) -> str:
+        """The whole report, faults first-class."""
+        data = asdict(self)
+        data["ok"] = self.ok
+        data["by_kind"] = self.by_kind()
+        data["faults"] = [{**asdict(f), "survived": f.survived} for f in self.faults]
+        return json.dumps(data, indent=2)
+
+
+def write_report(report: SoakReport, output_dir: Path) -> None:
+    """Write report.json, report.md and timeline.png into the output folder."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / "report.json").write_text(report.to_json())
+    timeline_png(report.timeline, [(f.at_s, f.kind) for f in report.faults], output_dir / "timeline.png",
+                 f"soak {report.run_id}: committed input offsets per second, faults marked")
+    (output_dir / "report.md").write_text(report_markdown(report))
+
+
+def report_markdown(report: SoakReport) -> str:
+    """The Markdown summary: verdict, faults by kind with recovery times, every violation."""
+    final = report.final
+    verdict = ("PASSED" if report.ok else "FAILED") if report.finished else (
+        "RUNNING" if report.ok else "FAILING")
+    lines = [f"# Soak {report.run_id}: {verdict}", "",
+             f"- duration: {report.seconds / 60:.1f} min; options: " +
+             ", ".join(f"{k}={v}" for k, v in report.options.items() if k not in ("output_dir", "state_dir")),
+             f"- faults injected: {len(report.faults)}, survived: {sum(f.survived for f in report.faults)}",
+             f"- records verified at the end: {final.get('input_committed', 0):,} committed input records,"
+             f" {final.get('output_committed', 0):,} output records, {final.get('input_aborted', 0):,} aborted"
+             f" input records hidden, {final.get('output_aborted_hidden', 0):,} aborted output records hidden",
+             f"- unplanned restarts: {report.restarts or 'none'}",
+             f"- violations: {len(report.violations)}", "",
+             "| fault | injected | survived | recovery median (s) | recovery max (s) |", "|---|---|---|---|---|"]
+    for kind, entry in sorted(report.by_kind().items()):
+        lines.append(f"| {kind} | {entry['injected']} | {entry['survived']} | {entry['recovery_median_s']} |"
+                     f" {entry['recovery_max_s']} |")
+    lines += ["", "![timeline](timeline.png)", "", "## Rounds", "",
+              "| # | at (s) | fault | what was done | recovery (s) | records checked | verify |",
+              "|---|---|---|---|---|---|---|"]
+    for f in report.faults:
+        lines.append(f"| {f.index + 1} | {f.at_s} | {f.kind} | {f.detail} | {f.recovery_s} | {f.records_checked:,} |"
+                     f" {'ok' if not f.violations else '; '.join(f.violations)} |")
+    if report.violations:
+        lines += ["", "## Violations", ""] + [f"- {v}" for v in report.violations]
+    return "\n".join(lines) + "\n"
+
+
+def timeline_png(samples: list[tuple[float, int]], faults: list[tuple[float, str]], path: Path, title: str,
+                 window_s: float = 3.0) -> Path:
+    """Plot throughput (offsets committed per second over a sliding window) with each fault as a coloured line."""
+    fig, ax = plt.subplots(figsize=(12, 4.5), dpi=110)
+    if len(samples) > 1:
+        times = np.array([t for t, _ in samples])
+        counts = np.array([c for _, c in samples], dtype=float)
+        earlier = np.clip(np.searchsorted(times, times - window_s), 0, times.size - 1)
+        span = np.maximum(times - times[earlier], 1e-9)
+        rate = np.where(times - times[earlier] > window_s / 2, (counts - counts[earlier]) / span, np.nan)
+        ax.plot(times / 60, rate, lw=0.8, color="black", label="committed input offsets/s")
+    colours = plt.get_cmap("tab10")
+    kinds = sorted({kind for _, kind in faults})
+    for at, kind in faults:
+        ax.axvline(at / 60, color=colours(kinds.index(kind)), lw=1.2, alpha=0.8,
+                   label=kind if kind not in ax.get_legend_handles_labels()[1] else None)
+    ax.set_xlabel("minutes since the soak started")
+    ax.set_ylabel("offsets per second")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from eosbench.bench import results
-from eosbench.cli import EXIT_INTERRUPTED
+from eosbench.console.errors import EXIT_INTERRUPTED
 from eosbench.local.environment import port_accepts_connections
 from tests.integration.kafka_reads import read_all, sequence_numbers
 from tests.unit.test_cli_errors import run_eosbench

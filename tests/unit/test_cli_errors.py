@@ -133,6 +133,7 @@ def test_stop_is_idempotent_when_nothing_runs(tmp_path: Path):
 
 def test_a_stop_signal_that_surfaces_as_a_library_error_still_exits_as_interrupted(monkeypatch):
     from eosbench import cli
+    from eosbench.console import errors
 
     def stopped_inside_a_client(_args):
         os.kill(os.getpid(), signal.SIGTERM)  # the handler raises KeyboardInterrupt here...
@@ -146,15 +147,15 @@ def test_a_stop_signal_that_surfaces_as_a_library_error_still_exits_as_interrupt
 
     saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
-        cli.interrupt_on_stop_signals()
+        errors.interrupt_on_stop_signals()
         monkeypatch.setitem(cli.HANDLERS, "demo", stopped_inside_a_client)
-        assert cli.main(["demo"]) == cli.EXIT_INTERRUPTED
+        assert cli.main(["demo"]) == errors.EXIT_INTERRUPTED
         monkeypatch.setitem(cli.HANDLERS, "demo", converted_by_the_client)
-        assert cli.main(["demo"]) == cli.EXIT_INTERRUPTED
-        cli.STOP_REQUESTED.clear()
+        assert cli.main(["demo"]) == errors.EXIT_INTERRUPTED
+        errors.STOP_REQUESTED.clear()
         monkeypatch.setitem(cli.HANDLERS, "demo", lambda _args: {}["no stop was asked for"])
         assert cli.main(["demo"]) == EXIT_ENVIRONMENT
     finally:
-        cli.STOP_REQUESTED.clear()
+        errors.STOP_REQUESTED.clear()
         for signum, handler in saved.items():
             signal.signal(signum, handler)

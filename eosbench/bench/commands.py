@@ -1,0 +1,135 @@
+"""The benchmarks' commands (`bench writes|produce|spark|streaming|sweep` and `report`), arguments by handler."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from conf.settings import DEFAULT_BOOTSTRAP
+from eosbench.console.arguments import bootstrap_flag, non_negative_int, positive_int
+from eosbench.console.errors import BadInput, interrupt_on_stop_signals
+
+SPARK_BENCH_SINKS = ("kafka-eos", "kafka-alo", "delta", "kafka-eos+prereg")
+
+
+def add_bench_parser(commands) -> None:
+    """`eosbench bench writes|produce|spark|streaming|sweep`."""
+    bootstrap = bootstrap_flag()
+    bench = commands.add_parser("bench", help="benchmarks that print ratios measured side by side")
+    benches = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
+    writes = benches.add_parser("writes", parents=[bootstrap],
+                                help="kafka-tx-performance write benches: 2 records to 2 topics per iteration")
+    writes.add_argument("--mode", choices=("base", "tx", "both"), default="both",
+                        help="base: send and wait; tx: the same in a transaction (default: both, interleaved)")
+    writes.add_argument("--warmup", type=positive_int, default=1000, help="warmup iterations per mode")
+    writes.add_argument("--iterations", type=positive_int, default=1000, help="measured iterations per mode")
+    writes.add_argument("--output-dir", type=Path, default=Path("results"), help="where the PNG and JSON go")
+
+    produce = benches.add_parser("produce", parents=[bootstrap],
+                                 help="eosbench produce beside Java ProducerPerformance, plus an abort sweep")
+    produce.add_argument("--num-records", type=positive_int, default=1_000_000)
+    produce.add_argument("--record-size", type=positive_int, default=100)
+    produce.add_argument("--transaction-duration-ms", type=positive_int, default=100)
+    produce.add_argument("--repeat", type=positive_int, default=3,
+                         help="rounds of the whole matrix; medians are reported (default: 3)")
+    produce.add_argument("--output-dir", type=Path, default=Path("results"))
+
+    spark = benches.add_parser("spark", parents=[bootstrap],
+                               help="the streaming job's sinks side by side on one pre-filled input")
+    spark.add_argument("--records", type=positive_int, default=2_000_000)
+    spark.add_argument("--partitions", type=positive_int, default=4)
+    spark.add_argument("--max-offsets-per-trigger", type=positive_int, default=500_000)
+    spark.add_argument("--rounds", type=positive_int, default=2, help="rounds, sink order rotated (default: 2)")
+    spark.add_argument("--trigger-seconds", type=non_negative_int, default=30,
+                       help="seconds of kafka-alo and kafka-eos at a 1 s trigger per round; 0 skips them")
+    spark.add_argument("--latency-seconds", type=non_negative_int, default=30, help="0 skips the latency run")
+    spark.add_argument("--sink", nargs="+", dest="sinks", default=list(SPARK_BENCH_SINKS), choices=SPARK_BENCH_SINKS)
+    spark.add_argument("--output-dir", type=Path, default=Path("results"),
+                       help="where the JSON goes; the rows go to the Delta table <DIR>/bench_runs")
+
+    streaming = benches.add_parser(
+        "streaming", parents=[bootstrap],
+        help="EOSPerformance: poll-process-produce with the plain client, base (commitSync) and tx side by side")
+    streaming.add_argument("--mode", choices=("base", "tx", "both"), default="both")
+    streaming.add_argument("--input-topic", help="read this topic (default: a new one, filled first)")
+    streaming.add_argument("--output-topic", help="write here (default: <input>-<mode>, created)")
+    streaming.add_argument("--consumer-config", type=Path, metavar="FILE", help="consumer .properties file")
+    streaming.add_argument("--producer-config", type=Path, metavar="FILE",
+                           help="producer .properties file (librdkafka names, e.g. retry.backoff.ms)")
+    streaming.add_argument("--group-id", help="consumer group (default: a new one per mode)")
+    streaming.add_argument("--poll-timeout", type=positive_int, default=100, metavar="MS",
+                           help="consumer poll timeout in ms (default: 100)")
+    streaming.add_argument("--pre-register-partitions", action="store_true",
+                           help="tx mode: register every output partition and the offsets right after begin")
+    streaming.add_argument("--records-per-transaction", type=positive_int, default=1,
+                           help="records per unit (one transaction in tx mode; default: 1, the seed's)")
+    streaming.add_argument("--warmup", type=int, default=100, help="units before measuring (default: 100)")
+    streaming.add_argument("--iterations", type=positive_int, default=1000, help="measured units per mode")
+    streaming.add_argument("--record-size", type=positive_int, default=100)
+    streaming.add_argument("--partitions", type=positive_int, default=1)
+    streaming.add_argument("--results-dir", type=Path, default=Path("results"),
+                           help="JSON, PNG, and the Delta results table (default: results)")
+
+    sweep = benches.add_parser("sweep", help="a grid from a workload file, every sink side by side; rows to Delta")
+    sweep.add_argument("--workload", type=Path, default=Path("conf/workloads/default.yaml"),
+                       help="YAML under conf/workloads/ (default: %(default)s)")
+    sweep.add_argument("--bootstrap-server", dest="bootstrap", metavar="HOST:PORT",
+                       help="use this cluster instead of starting one per broker count")
+    sweep.add_argument("--port", type=int, default=9500, help="client port of the sweep's own clusters")
+    sweep.add_argument("--results-dir", type=Path, default=Path("results"))
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Handle `eosbench bench writes|produce|streaming|spark|sweep`."""
+    bootstrap = args.bootstrap or (None if args.bench_command == "sweep" else DEFAULT_BOOTSTRAP)
+    if args.bench_command == "writes":
+        from eosbench.bench import writes
+
+        modes = ["base", "tx"] if args.mode == "both" else [args.mode]
+        writes.run(bootstrap, modes, args.warmup, args.iterations, args.output_dir)
+    elif args.bench_command == "streaming":
+        from eosbench.bench import streaming
+
+        streaming.run(bootstrap, args)
+    elif args.bench_command == "sweep":
+        from conf.workload_settings import load_workload
+        from eosbench.bench.sweep import run_sweep
+
+        interrupt_on_stop_signals()  # a SIGTERM still stops the sweep's brokers and keeps its finished rows
+        run_sweep(load_workload(args.workload), args.workload.stem, args.results_dir, args.bootstrap, args.port)
+    elif args.bench_command == "spark":
+        from eosbench.bench import spark
+
+        spark.run(bootstrap, args.records, args.partitions, args.max_offsets_per_trigger, args.rounds,
+                  args.latency_seconds, args.sinks, args.output_dir, args.trigger_seconds)
+    else:
+        from eosbench.bench import produce
+
+        produce.run(bootstrap, args.num_records, args.record_size, args.transaction_duration_ms,
+                    args.repeat, args.output_dir)
+    return 0
+
+
+def add_report_parser(commands) -> None:
+    """`eosbench report`."""
+    report = commands.add_parser("report", help="plots and a Markdown summary from the Delta results table")
+    report.add_argument("--results-dir", type=Path, default=Path("results"))
+    report.add_argument("--run-id", help="the sweep to report (default: the newest)")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Handle `eosbench report`: plots and summary of a sweep from the results table."""
+    from eosbench.bench import results
+    from eosbench.bench.report import write_report
+    from eosbench.local.spark import spark_session
+
+    if not (results.table_path(args.results_dir) / "_delta_log").exists():
+        raise BadInput(f"no results table in {args.results_dir}; run `eosbench bench sweep` first")
+    rows = results.read_rows(spark_session("eosbench-report"), args.results_dir)
+    try:
+        summary, plots = write_report(rows, args.run_id, args.results_dir / "plots")
+    except LookupError as exc:
+        raise BadInput(str(exc)) from exc
+    print(summary.read_text())
+    print(f"summary: {summary}\nplots: {', '.join(str(p) for p in plots)}")
+    return 0

@@ -1,0 +1,64 @@
+"""The command line's building blocks: a parser whose errors are one line, argument types, shared flags."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from conf.settings import DEFAULT_BOOTSTRAP, eosbench_home
+from eosbench.console.errors import EXIT_BAD_INPUT
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on stderr and exit status 2."""
+
+    def error(self, message: str):  # noqa: D102 - argparse's contract
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def _int_at_least(text: str, lowest: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < lowest:
+        raise argparse.ArgumentTypeError(f"must be at least {lowest}, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argument type: a whole number of at least 1."""
+    return _int_at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An argument type: a whole number of at least 0."""
+    return _int_at_least(text, 0)
+
+
+def duration(text: str) -> float:
+    """An argument type: seconds from '90', '90s', '30m' or '2h'."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        value = float(text[:-1]) * units[text[-1]] if text and text[-1] in units else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use e.g. 90s, 30m, 2h)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"a duration must be positive, got {text!r}")
+    return value
+
+
+def bootstrap_flag() -> argparse.ArgumentParser:
+    """A parent parser with `--bootstrap-server`, for every command that talks to Kafka."""
+    parent = OneLineArgumentParser(add_help=False)
+    parent.add_argument("--bootstrap-server", metavar="HOST:PORT", dest="bootstrap",
+                        help=f"Kafka bootstrap servers (default: the local broker, {DEFAULT_BOOTSTRAP})")
+    return parent
+
+
+def state_dir_flag() -> argparse.ArgumentParser:
+    """A parent parser with `--state-dir`, for every command that runs or finds the local cluster."""
+    parent = OneLineArgumentParser(add_help=False)
+    parent.add_argument("--state-dir", metavar="DIR", type=Path, default=eosbench_home() / "cluster",
+                        help="where the local cluster keeps data, logs and pid files (default: %(default)s)")
+    return parent

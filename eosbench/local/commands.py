@@ -1,0 +1,203 @@
+"""The local infrastructure's commands (broker, topics, setup, prometheus, cluster), each one's arguments by its handler."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from conf.settings import DEFAULT_BOOTSTRAP, DEFAULT_CLIENT_PORT, ClusterSettings, eosbench_home
+from eosbench.console.arguments import bootstrap_flag, positive_int, state_dir_flag
+from eosbench.console.errors import EXIT_CHECK_FAILED, BadInput, EosbenchError
+
+
+def add_broker_parser(commands) -> None:
+    """`eosbench broker start|status|stop|logs`: the local Kafka cluster."""
+    state_dir = state_dir_flag()
+    broker = commands.add_parser("broker", help="run a real local Kafka (KRaft) cluster")
+    broker_commands = broker.add_subparsers(dest="broker_command", required=True, metavar="ACTION")
+    start = broker_commands.add_parser("start", parents=[state_dir], help="start the brokers and wait until transactions work")
+    start.add_argument("--brokers", type=int, choices=(1, 3), default=1, help="number of nodes (default: 1)")
+    start.add_argument("--port", type=int, default=DEFAULT_CLIENT_PORT, metavar="PORT",
+                       help="client port of node 1; node i listens on PORT+i-1, its controller on +100, its JMX exporter on +200")
+    start.add_argument("--heap-mb", type=int, default=512, metavar="MB", help="heap of each broker JVM (128-512)")
+    start.add_argument("--fresh", action="store_true", help="wipe any existing cluster data first")
+    broker_commands.add_parser("status", parents=[state_dir], help="show what is running (exit 1 unless every node is up)")
+    broker_commands.add_parser("stop", parents=[state_dir], help="stop every node (idempotent)")
+    logs = broker_commands.add_parser("logs", parents=[state_dir], help="print a node's server.log")
+    logs.add_argument("--node", type=int, default=1, help="node id (default: 1)")
+    logs.add_argument("-n", "--lines", type=positive_int, default=50, help="lines to print (default: 50)")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep printing as the log grows")
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    """Handle `eosbench broker start|status|stop|logs`."""
+    from eosbench.local.broker import LocalCluster
+
+    if args.broker_command == "start":
+        settings = ClusterSettings(brokers=args.brokers, port=args.port, state_dir=args.state_dir,
+                                   heap_mb=args.heap_mb)
+        cluster = LocalCluster(settings)
+        print(f"eosbench: starting {settings.brokers} broker(s) from {settings.state_dir}", file=sys.stderr)
+        seconds = cluster.start(fresh=args.fresh)
+        print(f"eosbench: cluster ready in {seconds:.1f} s (transactions accepted)", file=sys.stderr)
+        print(settings.bootstrap_servers)
+        return 0
+
+    cluster = LocalCluster.from_state_dir(args.state_dir)
+    if args.broker_command == "stop":
+        stopped = cluster.stop() if cluster else 0
+        print(f"stopped {stopped} broker(s)" if stopped else "no broker running")
+        return 0
+    if cluster is None:
+        if args.broker_command == "status":
+            print(f"stopped (no cluster was ever started from {args.state_dir})")
+            return EXIT_CHECK_FAILED
+        raise BadInput(f"no cluster was ever started from {args.state_dir}")
+    if args.broker_command == "status":
+        return _print_status(cluster)
+    log_file = cluster.log_file(args.node)
+    if args.follow:
+        os.execvp("tail", ["tail", "-n", str(args.lines), "-F", str(log_file)])
+    for line in cluster.tail_log(args.node, args.lines):
+        print(line)
+    return 0
+
+
+def _print_status(cluster) -> int:
+    from eosbench.local.kafka_admin import cluster_metadata
+
+    nodes = cluster.status()
+    up = [node for node in nodes if node.process_alive and node.listening]
+    for node in nodes:
+        state = "up" if node in up else ("starting" if node.process_alive else "down")
+        pid = node.pid if node.pid else "-"
+        print(f"node {node.node_id}\t{state}\tpid {pid}\t127.0.0.1:{node.client_port}"
+              f"\tmetrics http://127.0.0.1:{node.jmx_exporter_port}/metrics")
+    if not up:
+        print("cluster: stopped")
+        return EXIT_CHECK_FAILED
+    bootstrap = ",".join(f"127.0.0.1:{node.client_port}" for node in up)
+    try:
+        metadata = cluster_metadata(bootstrap)
+    except EosbenchError as exc:
+        print(f"cluster: unreachable ({exc})")
+        return EXIT_CHECK_FAILED
+    registered = sorted(metadata.brokers)
+    healthy = len(up) == len(nodes) and len(registered) == len(nodes)
+    print(f"cluster: {'running' if healthy else 'degraded'}, {len(registered)}/{len(nodes)} brokers registered"
+          f" {registered}, controller {metadata.controller_id}, {len(metadata.topics)} topics")
+    print(f"bootstrap: {cluster.settings.bootstrap_servers}")
+    return 0 if healthy else EXIT_CHECK_FAILED
+
+
+def add_topics_parser(commands) -> None:
+    """`eosbench topics create|describe|delete`."""
+    bootstrap = bootstrap_flag()
+    topics = commands.add_parser("topics", help="create, describe or delete topics")
+    topic_commands = topics.add_subparsers(dest="topics_command", required=True, metavar="ACTION")
+    create = topic_commands.add_parser("create", parents=[bootstrap], help="create a topic")
+    create.add_argument("name")
+    create.add_argument("--partitions", type=positive_int, default=1)
+    create.add_argument("--replication-factor", type=positive_int, default=1)
+    topic_commands.add_parser("describe", parents=[bootstrap], help="show partitions, leaders and ISR").add_argument("name")
+    topic_commands.add_parser("delete", parents=[bootstrap], help="delete a topic").add_argument("name")
+
+
+def cmd_topics(args: argparse.Namespace) -> int:
+    """Handle `eosbench topics create|describe|delete`."""
+    from eosbench.local import kafka_admin
+
+    bootstrap = args.bootstrap or DEFAULT_BOOTSTRAP
+    if args.topics_command == "create":
+        kafka_admin.create_topic(bootstrap, args.name, args.partitions, args.replication_factor)
+        print(f"created topic {args.name} ({args.partitions} partitions, replication factor {args.replication_factor})")
+    elif args.topics_command == "describe":
+        print(kafka_admin.describe_topic(bootstrap, args.name).render())
+    else:
+        kafka_admin.delete_topics(bootstrap, [args.name])
+        print(f"deleted topic {args.name}")
+    return 0
+
+
+def add_setup_parser(commands) -> None:
+    """`eosbench setup`."""
+    commands.add_parser("setup", help="check Java and Maven and resolve every jar into the cache")
+
+
+def cmd_setup(_args: argparse.Namespace) -> int:
+    """Handle `eosbench setup`: check the toolchain and fill the jar cache."""
+    from importlib.metadata import version
+
+    from eosbench.local.environment import check_java, check_maven
+    from eosbench.local.jars import resolve_all
+
+    java, mvn = check_java(), check_maven()
+    started = time.monotonic()
+    bundles = resolve_all()
+    print(f"java: {java}\nmaven: {mvn}")
+    print(f"pyspark {version('pyspark')}, delta-spark {version('delta-spark')},"
+          f" confluent-kafka {version('confluent-kafka')}")
+    for name, jars in bundles.items():
+        print(f"jars/{name}: {len(jars)} jars in {jars[0].parent}")
+    print(f"setup done in {time.monotonic() - started:.1f} s")
+    return 0
+
+
+def add_prometheus_parser(commands) -> None:
+    """`eosbench prometheus start|stop|status`."""
+    prometheus = commands.add_parser("prometheus", help="the local Prometheus server that demo --monitor starts")
+    prometheus.add_argument("action", choices=("start", "stop", "status"))
+
+
+def cmd_prometheus(args: argparse.Namespace) -> int:
+    """Handle `eosbench prometheus start|stop|status`."""
+    from eosbench.local.prometheus_server import LocalPrometheus
+
+    server = LocalPrometheus()
+    if args.action == "start":
+        print(server.start())
+    elif args.action == "stop":
+        print("stopped Prometheus" if server.stop() else "Prometheus was not running")
+    else:
+        running = server.running()
+        print(f"Prometheus {'running at ' + server.url if running else 'stopped'}")
+        return 0 if running else EXIT_CHECK_FAILED
+    return 0
+
+
+def add_cluster_parser(commands) -> None:
+    """`eosbench cluster start|stop|status`: the Spark standalone cluster."""
+    cluster = commands.add_parser("cluster", help="a Spark standalone cluster on loopback (master + workers)")
+    cluster.add_argument("action", choices=("start", "stop", "status"))
+    cluster.add_argument("--workers", type=positive_int, default=2, help="worker daemons (default: 2)")
+    cluster.add_argument("--master-port", type=int, default=7077, help="spark:// port (default: 7077)")
+    cluster.add_argument("--ui-port", type=int, default=8080, help="master web UI; worker i uses +1+i (default: 8080)")
+    cluster.add_argument("--spark-state-dir", type=Path, default=eosbench_home() / "spark-cluster",
+                         help="pid files, logs and work folders (default: %(default)s)")
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    """Handle `eosbench cluster start|stop|status` (Spark standalone)."""
+    from conf.settings import SparkClusterSettings
+    from eosbench.local.spark_cluster import StandaloneCluster
+
+    if args.action == "start":
+        cluster = StandaloneCluster(SparkClusterSettings(workers=args.workers, master_port=args.master_port,
+                                                         master_ui_port=args.ui_port, state_dir=args.spark_state_dir))
+    else:
+        cluster = StandaloneCluster.from_state_dir(args.spark_state_dir)
+    if args.action == "start":
+        seconds = cluster.start()
+        print(f"Spark standalone at {cluster.settings.master_url} with {cluster.alive_workers()} workers"
+              f" (UI http://127.0.0.1:{cluster.settings.master_ui_port}) after {seconds:.1f} s")
+    elif args.action == "stop":
+        print(f"stopped {cluster.stop()} Spark daemon(s)")
+    else:
+        daemons = cluster.status()
+        for daemon in daemons:
+            print(f"{daemon.name:10} {'up, pid ' + str(daemon.pid) if daemon.pid else 'down'}  port {daemon.port}")
+        return 0 if all(d.pid for d in daemons) else EXIT_CHECK_FAILED
+    return 0

@@ -1,0 +1,179 @@
+"""The pipeline's commands, one stage at a time (`produce`, `stream`, `verify`) and end to end (`demo`), arguments by handler."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from conf.settings import DEFAULT_BOOTSTRAP
+from eosbench.console.arguments import bootstrap_flag, positive_int
+from eosbench.console.errors import EXIT_CHECK_FAILED, BadInput, CheckFailed
+
+
+def add_produce_parser(commands) -> None:
+    """`eosbench produce`: kafka-producer-perf-test's flags, then eosbench's."""
+    produce = commands.add_parser(
+        "produce", help="seeded transactional producer with kafka-producer-perf-test's flags and output",
+        description="kafka-producer-perf-test, transactional and seeded: same flags, same output lines,"
+                    " plus --transaction-abort-ratio (KIP-1260), --seed, --resume and Prometheus metrics.")
+    produce.add_argument("--bootstrap-server", metavar="BOOTSTRAP-SERVER",
+                         help="the server(s) to connect to; takes precedence over bootstrap.servers in the properties")
+    produce.add_argument("--topic", required=True, metavar="TOPIC", help="produce records to this topic")
+    produce.add_argument("--num-records", required=True, type=int, metavar="NUM-RECORDS", help="number of records to produce")
+    payload = produce.add_mutually_exclusive_group(required=True)
+    payload.add_argument("--record-size", type=int, metavar="RECORD-SIZE", help="record size in bytes")
+    payload.add_argument("--payload-file", type=Path, metavar="PAYLOAD-FILE",
+                         help="file to read the record payloads from (UTF-8 text, split on --payload-delimiter)")
+    payload.add_argument("--payload-monotonic", action="store_true",
+                         help="payload is the record's index as a decimal string")
+    produce.add_argument("--payload-delimiter", default="\\n", metavar="PAYLOAD-DELIMITER",
+                         help="delimiter of --payload-file (default: newline)")
+    produce.add_argument("--throughput", required=True, type=float, metavar="THROUGHPUT",
+                         help="throttle to about THROUGHPUT records/sec; -1 disables throttling")
+    props = produce.add_mutually_exclusive_group()
+    props.add_argument("--producer-props", nargs="+", metavar="PROP-NAME=PROP-VALUE",
+                       help="producer configuration properties, Java names (translated for librdkafka)")
+    props.add_argument("--command-property", nargs="+", metavar="PROP-NAME=PROP-VALUE",
+                       help="the same as --producer-props (its newer name)")
+    config = produce.add_mutually_exclusive_group()
+    config.add_argument("--producer.config", dest="producer_config", type=Path, metavar="CONFIG-FILE",
+                        help="producer configuration properties file")
+    config.add_argument("--command-config", type=Path, metavar="CONFIG-FILE", help="the same as --producer.config")
+    produce.add_argument("--print-metrics", action="store_true", help="print client metrics at the end")
+    produce.add_argument("--transactional-id", metavar="TRANSACTIONAL-ID", help="the transactional id to use")
+    produce.add_argument("--transaction-duration-ms", type=int, metavar="TRANSACTION-DURATION",
+                         help="commit after this many ms (default 3000 when transactions are on)")
+    produce.add_argument("--warmup-records", type=int, default=0, metavar="WARMUP-RECORDS",
+                         help="records excluded from the steady-state statistics")
+    produce.add_argument("--reporting-interval", type=int, default=5000, metavar="INTERVAL-MS",
+                         help="ms between window lines (default: 5000)")
+    ours = produce.add_argument_group("eosbench")
+    ours.add_argument("--transaction-abort-ratio", type=float, default=0.0, metavar="TRANSACTION-ABORT-RATIO",
+                      help="share of transactions to abort, in [0.0, 1.0]; needs transactions (KIP-1260)")
+    ours.add_argument("--records-per-transaction", type=int, metavar="N",
+                      help="commit every N records instead of by time (deterministic commit points)")
+    ours.add_argument("--seed", type=int, default=0, help="seed of the SplittableRandom (default 0, as Java)")
+    ours.add_argument("--resume", action="store_true",
+                      help="continue an interrupted load after its last committed sequence number")
+    ours.add_argument("--run-id", help="run id carried in every record's eos.run_id header (default: new)")
+    ours.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus /metrics on this port")
+    ours.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                      help="address /metrics binds to (default: 127.0.0.1)")
+    ours.add_argument("--output-json", type=Path, metavar="FILE", help="write a machine-readable summary here")
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    """Handle `eosbench produce`."""
+    from conf.produce_settings import ProduceSettings
+    from eosbench.console.progress import progress_callback
+    from eosbench.local.kafka_admin import describe_topic
+    from producers.perf import ProduceFailed, ProducerPerformance
+
+    fields = {name: value for name, value in vars(args).items()
+              if name in ProduceSettings.model_fields and value is not None}
+    if fields.get("payload_delimiter") == "\\n":
+        fields["payload_delimiter"] = "\n"
+    for name in ("producer_props", "command_property"):
+        if name in fields:
+            fields[name] = tuple(fields[name])
+    settings = ProduceSettings(**fields)
+    describe_topic(settings.bootstrap, settings.topic)  # one-line errors for no broker / no topic
+    with progress_callback(f"producing to {settings.topic}") as progress:
+        try:
+            summary = ProducerPerformance(settings, progress=progress).run()
+        except ProduceFailed as exc:
+            raise CheckFailed(str(exc)) from exc
+    if settings.output_json:
+        settings.output_json.write_text(summary.to_json())
+    return 0
+
+
+def add_stream_parser(commands) -> None:
+    """`eosbench stream`: the streaming job's own flags (`streaming.job`), so that it reads as spark-submit's."""
+    from streaming.job import add_stream_arguments
+
+    stream = commands.add_parser("stream", help="the exactly-once Structured Streaming job, local master and cached jars")
+    add_stream_arguments(stream)
+
+
+def cmd_stream(args: argparse.Namespace) -> int:
+    """Handle `eosbench stream`: the streaming job with cached jars on a local master."""
+    from eosbench.local.kafka_admin import cluster_metadata, create_topic, describe_topic
+    from eosbench.local.spark import spark_session
+    from streaming import job
+
+    settings = job.settings_from_args(args)
+    describe_topic(settings.bootstrap_server, settings.input_topic)
+    describe_topic(settings.bootstrap_server, settings.output_topic)
+    metadata = cluster_metadata(settings.bootstrap_server)
+    if settings.sink != "delta" and settings.dead_letter not in metadata.topics:
+        create_topic(settings.bootstrap_server, settings.dead_letter, 1, min(3, len(metadata.brokers)))
+    spark = spark_session(f"eosbench-stream-{settings.app_id}")
+    summary = job.run(spark, settings)
+    print(summary.to_json())
+    return 0
+
+
+def add_verify_parser(commands) -> None:
+    """`eosbench verify`."""
+    verify = commands.add_parser("verify", parents=[bootstrap_flag()],
+                                 help="prove no duplicate, no loss, no aborted read (JSON report, exit 1 on violation)")
+    verify.add_argument("--input-topic", required=True)
+    verify.add_argument("--output-topic", required=True)
+    verify.add_argument("--app-id", help="also check that this sink group's offsets reached the input's end")
+    verify.add_argument("--dead-letter-topic", help="dead-lettered records count as delivered (default: <output>.dlq)")
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Handle `eosbench verify`: print the JSON report; exit 1 on any violation."""
+    from eosbench.local.kafka_admin import cluster_metadata, describe_topic
+    from streaming.verify import verify
+
+    bootstrap = args.bootstrap or DEFAULT_BOOTSTRAP
+    describe_topic(bootstrap, args.input_topic)
+    describe_topic(bootstrap, args.output_topic)
+    report = verify(bootstrap, args.input_topic, args.output_topic, args.app_id,
+                    args.dead_letter_topic or f"{args.output_topic}.dlq",
+                    topic_exists=lambda name: name in cluster_metadata(bootstrap).topics)
+    print(report.to_json())
+    if not report.ok:
+        print(f"eosbench: verify failed: {'; '.join(report.violations)}", file=sys.stderr)
+        return EXIT_CHECK_FAILED
+    return 0
+
+
+def add_demo_parser(commands) -> None:
+    """`eosbench demo`: the quick start."""
+    demo = commands.add_parser("demo", parents=[bootstrap_flag()],
+                               help="the quick start: transactions in, Spark read_committed out, ids compared")
+    demo.add_argument("--records", type=positive_int, default=20_000)
+    demo.add_argument("--records-per-transaction", type=positive_int, default=1_000)
+    demo.add_argument("--abort-ratio", type=float, default=0.3, help="share of transactions aborted, in [0, 1]")
+    demo.add_argument("--partitions", type=positive_int, default=4)
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--monitor", action="store_true",
+                      help="start the real Prometheus next to the broker, serve every /metrics, print the URLs")
+    demo.add_argument("--hold", action="store_true",
+                      help="with --monitor: keep serving the run's /metrics until Ctrl-C")
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Handle `eosbench demo`."""
+    from rich.console import Console
+
+    from eosbench.pipeline.demo import DemoOptions, run_demo
+
+    if not 0.0 <= args.abort_ratio <= 1.0:
+        raise BadInput(f"--abort-ratio must lie in [0.0, 1.0], got {args.abort_ratio}")
+    options = DemoOptions(bootstrap=args.bootstrap, records=args.records,
+                          records_per_transaction=args.records_per_transaction,
+                          abort_ratio=args.abort_ratio, partitions=args.partitions, seed=args.seed,
+                          monitor=args.monitor)
+    result = run_demo(options, Console())
+    if args.monitor and args.hold:
+        print("serving /metrics until Ctrl-C", file=sys.stderr)
+        while True:
+            time.sleep(3600)
+    return 0 if result.ok else EXIT_CHECK_FAILED

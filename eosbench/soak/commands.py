@@ -1,0 +1,63 @@
+"""`eosbench soak`'s arguments beside its handler."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from conf.settings import DEFAULT_CLIENT_PORT
+from eosbench.console.arguments import duration, positive_int, state_dir_flag
+from eosbench.console.errors import EXIT_CHECK_FAILED, interrupt_on_stop_signals
+from eosbench.soak.faults import FAULT_KINDS
+from eosbench.soak.options import SoakOptions
+
+
+def add_soak_parser(commands) -> None:
+    """`eosbench soak`: the pipeline under injected faults, verified after each."""
+    defaults = SoakOptions(duration_s=1, faults=())
+    soak = commands.add_parser("soak", parents=[state_dir_flag()],
+                               help="run producer and stream for a while, inject faults, verify after each")
+    soak.add_argument("--duration", type=duration, required=True, help="how long faults are injected: 90s, 30m, 2h")
+    soak.add_argument("--faults", default="kill-driver,kill-executor,kill-broker,pause-broker,delete-checkpoint,restart-producer",
+                      help=f"comma-separated kinds, injected in a seeded round robin ({', '.join(FAULT_KINDS)})")
+    soak.add_argument("--brokers", type=int, choices=(1, 3), default=1, help="local cluster size (default: 1)")
+    soak.add_argument("--port", type=int, default=DEFAULT_CLIENT_PORT, help="client port of broker node 1")
+    soak.add_argument("--master", default=defaults.master,
+                      help="Spark master: local[2,4] (default) or spark://127.0.0.1:7077 (`eosbench cluster start`)")
+    soak.add_argument("--spark-state-dir", type=Path, help="with a spark:// master: the `eosbench cluster` folder"
+                      " (default: ~/.cache/eosbench/spark-cluster)")
+    soak.add_argument("--seed", type=int, default=0, help="seeds the producer and the fault order")
+    soak.add_argument("--throughput", type=float, default=defaults.throughput, help="records/s the producer offers")
+    soak.add_argument("--records-per-transaction", type=positive_int, default=defaults.records_per_transaction)
+    soak.add_argument("--abort-ratio", type=float, default=defaults.abort_ratio, help="producer transactions aborted")
+    soak.add_argument("--partitions", type=positive_int, default=defaults.partitions)
+    soak.add_argument("--gate-records", type=positive_int, default=defaults.gate_records,
+                      help="input offsets the sink must commit between two faults (default: %(default)s)")
+    soak.add_argument("--delivery-timeout-ms", type=positive_int, default=defaults.delivery_timeout_ms,
+                      help="the producer's delivery.timeout.ms; pause-broker stops a broker 4 s longer")
+    soak.add_argument("--metrics-port", type=int, default=defaults.metrics_port,
+                      help="producer /metrics; the stream uses +1 and the soak +2 (default: %(default)s)")
+    soak.add_argument("--output-dir", type=Path, help="report folder (default: results/soak/<run id>)")
+    soak.add_argument("--max-faults", type=positive_int,
+                      help="end after this many faults, or at --duration if that comes first")
+
+
+def cmd_soak(args: argparse.Namespace) -> int:
+    """Handle `eosbench soak`: exit 1 unless every fault was survived with zero violations."""
+    from eosbench.soak.runner import Soak
+
+    options = SoakOptions(
+        duration_s=args.duration, faults=tuple(k.strip() for k in args.faults.split(",") if k.strip()),
+        brokers=args.brokers, port=args.port, state_dir=args.state_dir, master=args.master,
+        spark_state_dir=args.spark_state_dir, seed=args.seed,
+        throughput=args.throughput, records_per_transaction=args.records_per_transaction,
+        abort_ratio=args.abort_ratio, partitions=args.partitions, gate_records=args.gate_records,
+        delivery_timeout_ms=args.delivery_timeout_ms, metrics_port=args.metrics_port, output_dir=args.output_dir,
+        max_faults=args.max_faults)
+    soak = Soak(options)
+    interrupt_on_stop_signals()  # a SIGTERM still stops the children and writes the report
+    report = soak.run()
+    print(f"soak {report.run_id}: {len(report.faults)} faults, {sum(f.survived for f in report.faults)} survived,"
+          f" {report.final.get('input_committed', 0):,} records verified, {len(report.violations)} violations;"
+          f" report in {soak.output_dir}")
+    return 0 if report.ok else EXIT_CHECK_FAILED

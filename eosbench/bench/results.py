@@ -7,7 +7,6 @@ runs across days and revisions. Delta gives the history its atomic appends and t
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import subprocess

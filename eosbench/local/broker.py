@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import shutil
 import signal
 import subprocess

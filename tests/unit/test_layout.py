@@ -1,0 +1,56 @@
+"""The floors and rooms import one way only, lazy imports inside functions included (DESIGN.md's layout)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# What each package may import of ours; anything of ours not named here is forbidden.
+ALLOWED = {
+    "conf": {"conf"},
+    "producers": {"producers", "conf"},
+    "streaming": {"streaming", "conf"},
+    "eosbench.console": {"eosbench.console", "conf"},
+    "eosbench.local": {"eosbench.local", "eosbench.console", "conf", "producers", "streaming"},
+    "eosbench.bench": {"eosbench.bench", "eosbench.local", "eosbench.console", "conf", "producers", "streaming"},
+    "eosbench.soak": {"eosbench.soak", "eosbench.local", "eosbench.console", "conf", "producers", "streaming"},
+    "eosbench.pipeline": {"eosbench.pipeline", "eosbench.local", "eosbench.console", "conf", "producers",
+                          "streaming"},
+}
+OURS = ("eosbench", "producers", "streaming", "conf")
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.split(".")[0] in OURS}
+
+
+def _package_of(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:2]) if parts[0] == "eosbench" and len(parts) > 2 else parts[0]
+
+
+def test_imports_flow_one_way():
+    wrong = []
+    for folder in OURS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            package = _package_of(path)
+            if package == "eosbench":
+                continue  # eosbench/cli.py sits on top and assembles every room
+            allowed = ALLOWED[package]
+            wrong += [f"{path.relative_to(ROOT)} imports {name}" for name in sorted(_imports(path))
+                      if not any(name == ok or name.startswith(ok + ".") for ok in allowed)]
+    assert wrong == [], "\n".join(wrong)
+
+
+def test_every_package_says_what_it_is_for():
+    for init in sorted((ROOT / "eosbench").rglob("__init__.py")):
+        docstring = ast.get_docstring(ast.parse(init.read_text()))
+        assert docstring and "\n" not in docstring.strip(), f"{init.relative_to(ROOT)} needs a one-line docstring"

@@ -36,6 +36,7 @@ import numpy as np
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from conf.client_log import CLIENT_LOG
+from streaming.sink_group import read_committed_offsets
 
 SAMPLE = 10  # ids quoted per violation in the report
 _SRC_HEADER = "eos.src"
@@ -177,8 +178,7 @@ def group_offsets(bootstrap: str, group: str, topic: str, partitions: list[int])
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
                          "enable.auto.commit": False}, logger=CLIENT_LOG)
     try:
-        return {tp.partition: tp.offset for tp in
-                consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=60)}
+        return {p: c.offset for p, c in read_committed_offsets(consumer, topic, partitions).items()}
     finally:
         consumer.close()
 

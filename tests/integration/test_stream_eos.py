@@ -21,7 +21,7 @@ from eosbench.kafka_admin import create_topic
 from streaming import job
 from streaming.verify import verify
 from tests.integration.kafka_reads import read_all
-from tests.integration.produce_helpers import produce
+from tests.integration.produce_helpers import commit_keys, produce
 
 
 @pytest.fixture
@@ -207,11 +207,11 @@ def test_a_split_or_a_shuffle_before_the_sink_is_refused_before_anything_is_writ
     (offsets / "0").write_text('v1\n{}\n' + json.dumps({settings.input_topic: ends}) + "\n")
     sink = TransactionalSink(settings, spark)
     batch = read_topic(spark, bootstrap, settings.input_topic)
-    with pytest.raises(SinkPreconditionError, match="Spark partitions for 3 Kafka partitions"):
+    with pytest.raises(SinkPreconditionError, match="has 5 Spark partitions for 3 Kafka partitions"):
         sink(batch.repartition(5), 0)
-    with pytest.raises(Exception, match="several input partitions"):
+    with pytest.raises(SinkPreconditionError, match="has 1 Spark partitions for 3 Kafka partitions"):
         sink(batch.coalesce(1), 0)
-    assert read_all(bootstrap, settings.output_topic) == []
+    assert read_all(bootstrap, settings.output_topic, "read_uncommitted") == []
 
 
 def test_at_least_once_baseline_delivers_every_committed_record(bootstrap, spark, pipeline):
@@ -282,3 +282,110 @@ def _markers(bootstrap: str, topic: str) -> int:
 
     ends = sum(end for _, end in stable_and_end_offsets(bootstrap, topic).values())
     return ends - read_index(bootstrap, topic, "read_uncommitted", with_src=False).seq.size
+
+
+# ----------------------------------------------------------------------------- what the sink refuses
+
+
+@pytest.fixture
+def data_in_partition_0_only(bootstrap, new_topic, tmp_path):
+    """Three input partitions with 30 committed records in partition 0 alone; settings for them."""
+    source, sink = new_topic(partitions=3, prefix="in"), new_topic(partitions=3, prefix="out")
+    create_topic(bootstrap, f"{sink}.dlq", 1, 1)
+    commit_keys(bootstrap, source, range(30))
+
+    def settings(**overrides) -> StreamSettings:
+        fields = dict(input_topic=source, output_topic=sink, bootstrap_server=bootstrap, app_id=f"app-{sink}",
+                      checkpoint=tmp_path / "checkpoint")
+        return StreamSettings(**{**fields, **overrides})
+
+    return settings
+
+
+def assert_nothing_written(bootstrap: str, settings: StreamSettings) -> None:
+    """No group offset, and not even an aborted record, on the output or the dead-letter topic."""
+    from streaming.verify import group_offsets
+
+    assert group_offsets(bootstrap, settings.app_id, settings.input_topic, [0, 1, 2]) == {0: -1, 1: -1, 2: -1}
+    for topic in (settings.output_topic, settings.dead_letter):
+        assert read_all(bootstrap, topic, "read_uncommitted") == []
+
+
+@pytest.mark.parametrize("option", ["minPartitions=3", "maxRecordsPerPartition=11"])
+def test_a_split_partition_is_refused_before_anything_is_committed(bootstrap, spark, data_in_partition_0_only,
+                                                                     option):
+    from streaming.eos_sink import SinkPreconditionError
+
+    settings = data_in_partition_0_only(source_options=(option,))
+    with pytest.raises(SinkPreconditionError, match=r"batch 0 has 3 Spark partitions for 1 Kafka partitions with"
+                                                    r" new offsets") as refused:
+        job.run(spark, settings)
+    assert "\n" not in str(refused.value)
+    assert_nothing_written(bootstrap, settings)
+
+
+def test_each_task_refuses_a_split_the_driver_did_not_see(bootstrap, spark, data_in_partition_0_only, monkeypatch):
+    from streaming.eos_sink import SinkPreconditionError
+
+    monkeypatch.setenv("EOSBENCH_FAULT", "blind-driver-split-check")
+    settings = data_in_partition_0_only(source_options=("minPartitions=3",))
+    with pytest.raises(SinkPreconditionError, match=r"planned to read in-\w+\[0\] offsets \d+\.\.\d+ of the batch's"
+                                                    r" 0\.\.31") as refused:
+        job.run(spark, settings)
+    assert "\n" not in str(refused.value)
+    assert_nothing_written(bootstrap, settings)
+
+
+def test_source_options_reach_spark_and_an_unsplit_batch_runs(bootstrap, spark, data_in_partition_0_only):
+    settings = data_in_partition_0_only(source_options=("minPartitions=1", "kafka.fetch.max.bytes=1048576"))
+    summary = job.run(spark, settings)
+    assert summary.records_out == 30
+    assert sorted(int(k) for k in read_all(bootstrap, settings.output_topic)) == list(range(30))
+
+
+def test_a_restart_with_the_other_txn_scope_is_refused(bootstrap, spark, pipeline):
+    from confluent_kafka import Consumer, TopicPartition
+
+    from streaming.eos_sink import SinkPreconditionError
+
+    settings = pipeline()
+    job.run(spark, settings)
+    shutil.rmtree(settings.checkpoint_dir)
+    with pytest.raises(SinkPreconditionError, match="committed with --txn-scope partition") as refused:
+        job.run(spark, pipeline(txn_scope="batch", starting_offsets="group"))
+    assert "\n" not in str(refused.value)
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": settings.app_id, "isolation.level": "read_committed"})
+    committed = reader.committed([TopicPartition(settings.input_topic, p) for p in range(3)], timeout=30)
+    reader.close()
+    assert {tp.metadata for tp in committed} == {"eosbench txn-scope=partition"}, "librdkafka's commits carry the scope"
+    assert_exactly_once(bootstrap, settings)
+
+
+def test_a_group_restart_is_refused_where_a_partition_with_records_has_no_offset(bootstrap, spark, pipeline):
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    settings = pipeline()
+    job.run(spark, settings)
+    # What an expired offset leaves behind (offsets.retention.minutes after the partition's last commit);
+    # confluent-kafka has no OffsetDelete, kafka-python has.
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    deleted = admin.delete_group_offsets(settings.app_id, [TopicPartition(settings.input_topic, 1)])
+    admin.close()
+    assert [error.__name__ for error in deleted.values()] == ["NoError"]
+    shutil.rmtree(settings.checkpoint_dir)
+    flags = ["--input-topic", settings.input_topic, "--output-topic", settings.output_topic, "--bootstrap-server",
+             bootstrap, "--app-id", settings.app_id, "--checkpoint", str(settings.checkpoint_dir),
+             "--starting-offsets", "group"]
+    refused = subprocess.run([sys.executable, "-m", "eosbench.cli", "stream", *flags], capture_output=True, text=True,
+                             timeout=300)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"eosbench: error: --starting-offsets group: group '{settings.app_id}' has no committed"
+                           f" offset for {settings.input_topic} partition(s) 1 although they hold records")
+    with pytest.raises(SystemExit) as exited:  # the same refusal from spark-submit's entry point
+        job.main(flags)
+    assert exited.value.code == 2
+    report = verify(bootstrap, settings.input_topic, settings.output_topic, None, settings.dead_letter)
+    assert report.violations == [] and report.output_committed == report.input_committed
+

@@ -160,12 +160,11 @@ def test_verifier_catches_a_duplicate_a_loss_and_an_aborted_read(bootstrap, spar
     assert verify(bootstrap, settings.input_topic, settings.output_topic).ok
 
     planted = Producer({"bootstrap.servers": bootstrap})
-    first = read_all(bootstrap, settings.output_topic)[0]
-    src = f"{settings.input_topic}:0:0".encode()
-    planted.produce(settings.output_topic, b"dup", first, headers=[("eos.src", src)])  # a duplicate id
+    first = first_record(bootstrap, settings.output_topic)
+    planted.produce(settings.output_topic, b"dup", first.key(), headers=first.headers())  # a second delivery
     planted.flush(30)
     report = verify(bootstrap, settings.input_topic, settings.output_topic)
-    assert report.duplicates == 1 and not report.ok
+    assert report.duplicates == 1 and report.samples["duplicates"] == [int(first.key())] and not report.ok
 
     loss = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{settings.input_topic}.late"})
     loss.init_transactions(30)
@@ -181,6 +180,21 @@ def test_verifier_catches_a_duplicate_a_loss_and_an_aborted_read(bootstrap, spar
     planted.flush(30)
     report = verify(bootstrap, settings.input_topic, settings.output_topic)
     assert report.aborted_reads == 1 and report.samples["aborted_reads"] == [88888]
+
+
+def first_record(bootstrap: str, topic: str):
+    """The first committed record of a topic's partition 0, headers and all."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "first-record", "isolation.level": "read_committed",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        message = consumer.poll(30)
+        assert message is not None and message.error() is None
+        return message
+    finally:
+        consumer.close()
 
 
 def _an_aborted_input_offset(bootstrap: str, topic: str) -> tuple[int, int]:
@@ -389,3 +403,46 @@ def test_a_group_restart_is_refused_where_a_partition_with_records_has_no_offset
     report = verify(bootstrap, settings.input_topic, settings.output_topic, None, settings.dead_letter)
     assert report.violations == [] and report.output_committed == report.input_committed
 
+
+# ----------------------------------------------------------------------------- the verifier's multisets
+
+
+def test_repeated_input_keys_delivered_once_each_pass(bootstrap, spark, new_topic, tmp_path):
+    source, sink = new_topic(prefix="in"), new_topic(prefix="out")
+    create_topic(bootstrap, f"{sink}.dlq", 1, 1)
+    commit_keys(bootstrap, source, [1, 2, 2, 3, 3, 3])
+    settings = StreamSettings(input_topic=source, output_topic=sink, bootstrap_server=bootstrap, app_id=f"app-{sink}",
+                              checkpoint=tmp_path / "checkpoint")
+    job.run(spark, settings)
+    report = verify(bootstrap, source, sink, settings.app_id, settings.dead_letter)
+    assert report.violations == [] and report.duplicates == report.key_surplus == 0
+    assert report.output_committed == report.input_committed == 6
+
+
+def test_a_record_lost_among_repeated_keys_is_caught(bootstrap, new_topic):
+    source, sink = new_topic(prefix="in"), new_topic(prefix="out")
+    commit_keys(bootstrap, source, [1, 2, 2, 3])  # offsets 0..3
+    writer = Producer({"bootstrap.servers": bootstrap})
+    for offset, key in ((0, 1), (1, 2), (3, 3)):  # the second record with key 2 is never delivered
+        writer.produce(sink, b"value", str(key).encode(), partition=0, headers=[("eos.src", f"{source}:0:{offset}")])
+    writer.flush(30)
+    report = verify(bootstrap, source, sink)
+    assert report.lost == 1 and report.samples["lost"] == [2] and report.duplicates == 0 and not report.ok
+    assert report.key_deficit == 1 and report.samples["key_deficit"] == [2] and report.key_surplus == 0
+
+
+def test_the_final_verify_finds_a_hanging_transaction_on_the_dead_letter_topic(bootstrap, new_topic):
+    source, sink = new_topic(prefix="in"), new_topic(prefix="out")
+    dead_letter = new_topic(prefix="dlq")
+    hanging = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{dead_letter}.hanging"})
+    hanging.init_transactions(30)
+    hanging.begin_transaction()
+    hanging.produce(dead_letter, b"never ended", b"1")
+    hanging.flush(30)
+    try:
+        report = verify(bootstrap, source, sink, dead_letter_topic=dead_letter)
+        assert report.hanging_partitions == [f"{dead_letter}[0]: last stable offset 0 < end 1"] and not report.ok
+    finally:
+        fencer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{dead_letter}.hanging"})
+        fencer.init_transactions(30)  # aborts the open transaction
+    assert verify(bootstrap, source, sink, dead_letter_topic=dead_letter).ok

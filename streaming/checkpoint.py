@@ -37,6 +37,15 @@ def batch_start_offsets(checkpoint_dir: Path, batch_id: int, topic: str) -> dict
     return {int(partition): int(start) for partition, start in initial_offsets(checkpoint_dir).get(topic, {}).items()}
 
 
+def pending_batch(checkpoint_dir: Path) -> int | None:
+    """The batch a restarted query runs again: the last one in the offset log without a commit-log entry."""
+    def batch_ids(folder: str) -> set[int]:
+        path = Path(checkpoint_dir) / folder
+        return {int(entry.name) for entry in path.iterdir() if entry.name.isdigit()} if path.is_dir() else set()
+    offsets = batch_ids("offsets")
+    return max(offsets) if offsets and max(offsets) not in batch_ids("commits") else None
+
+
 def initial_offsets(checkpoint_dir: Path, source_index: int = 0) -> dict[str, dict[str, int]]:
     """The offsets the query started from, as Spark's Kafka source recorded them in `sources/<i>/0`.
 

@@ -43,7 +43,7 @@ import numpy as np
 
 from conf.client_log import CLIENT_LOG
 from conf.stream_settings import StreamSettings
-from streaming.checkpoint import batch_end_offsets, batch_start_offsets
+from streaming.checkpoint import batch_end_offsets, batch_start_offsets, pending_batch
 from streaming.interruption import stop_kept_short
 from streaming.process import TRANSFORMS, SourceSlice, arrow_columns, source_columns
 from streaming.sink_group import (
@@ -107,6 +107,8 @@ class TaskPlan:
     start_offsets: dict = field(default_factory=dict)  # each partition's range start in this batch
     # (topic, partition, from, until) of each Spark partition, as Spark planned it; None if unknown
     planned_ranges: tuple | None = None
+    # A batch the previous run may have committed before it died: Spark runs it again at a restart.
+    replayed: bool = False
 
 
 # ----------------------------------------------------------------------------- clients
@@ -332,6 +334,8 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             started = time.perf_counter()
             committed = _committed_offsets(plan, topic, [p for _, p in offsets_to_commit])  # Step 2
             check_scope(committed, topic, plan.app_id, plan.txn_scope)
+            if plan.replayed:
+                _check_replay_has_its_offsets(plan, topic, committed, offsets_to_commit)
             timings["init"] += time.perf_counter() - started
             if unsure and all(committed[p].offset == end for (_, p), end in unsure.to_commit.items()):
                 # The commit landed although commit_transaction failed (a timeout on the way back).
@@ -424,6 +428,27 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
     stats.update({f"phase_{phase}_s": seconds for phase, seconds in timings.items()})
     stats["latency_counts"] = latency_histogram(latencies).tolist()
     return stats
+
+
+def _check_replay_has_its_offsets(plan: TaskPlan, topic: str, committed: dict[int, CommittedOffset],
+                                  offsets_to_commit: dict) -> None:
+    """Refuse a replayed batch whose partition's group offset is below the batch's start.
+
+    The previous batch ended in the sink's commits, so every partition's offset was at least the
+    batch's start. Lower (none at all, mostly) means the offset expired or was deleted while the
+    job was down, and then nothing tells whether the run that died committed this batch's slice:
+    Step 3 would write it again.
+    """
+    below = [p for (_, p), end in offsets_to_commit.items()
+             if end is not KEEP_COMMITTED and committed[p].offset < plan.start_offsets.get(p, -1)]
+    if below:
+        p = below[0]
+        raise SinkPreconditionError(
+            f"batch {plan.batch_id} is run again after a restart, but group {plan.app_id!r} has offset"
+            f" {committed[p].offset} for {topic}[{p}], below the batch's start {plan.start_offsets[p]}: it expired"
+            " (offsets.retention.minutes) or was deleted, and the sink cannot tell which of the batch's records it"
+            f" already wrote. Restore it (kafka-consumer-groups --reset-offsets --group {plan.app_id} --topic"
+            f" {topic}:{p} --to-offset <the offset after the last one delivered> --execute) and restart")
 
 
 # ----------------------------------------------------------------------------- partition scope
@@ -601,6 +626,7 @@ class TransactionalSink:
             memberless.close()
         self.fault = os.environ.get("EOSBENCH_FAULT") or None
         self._check_speculation_off()
+        self._pending_batch = pending_batch(settings.checkpoint_dir)  # read before the query starts
         # The driver's transactions (empty slices, batch scope, the keeper) share the driver's cached
         # producers; one lock serialises them, and the keeper never runs while a batch does.
         self.lock = threading.Lock()
@@ -633,6 +659,7 @@ class TransactionalSink:
             max_retries=self.settings.max_retries, pre_register=self.settings.pre_register_partitions,
             batch_id=batch_id, fault=self.fault, txn_scope=self.settings.txn_scope,
             start_offsets=batch_start_offsets(checkpoint, batch_id, topic),
+            replayed=0 < batch_id == self._pending_batch,
         )
 
     @contextmanager

@@ -404,6 +404,30 @@ def test_a_group_restart_is_refused_where_a_partition_with_records_has_no_offset
     assert report.violations == [] and report.output_committed == report.input_committed
 
 
+def test_a_replay_whose_group_offsets_expired_is_refused(bootstrap, spark, pipeline):
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    from streaming.eos_sink import SinkPreconditionError
+
+    settings = pipeline()
+    job.run(spark, settings)
+    # The driver died between the sink's commit and Spark's commit log, and stayed down for longer
+    # than offsets.retention.minutes: Spark runs the last batch again, and the group has no offsets.
+    last = max(int(p.name) for p in (settings.checkpoint_dir / "commits").iterdir() if p.name.isdigit())
+    (settings.checkpoint_dir / "commits" / str(last)).unlink()
+    (settings.checkpoint_dir / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.delete_group_offsets(settings.app_id, [TopicPartition(settings.input_topic, p) for p in range(3)])
+    admin.close()
+    with pytest.raises(SinkPreconditionError, match=rf"batch {last} is run again after a restart, but group"
+                                                    rf" '{settings.app_id}' has offset -1 for") as refused:
+        job.run(spark, settings)
+    assert "\n" not in str(refused.value)
+    report = verify(bootstrap, settings.input_topic, settings.output_topic, None, settings.dead_letter)
+    assert report.violations == [] and report.output_committed == report.input_committed
+
+
 # ----------------------------------------------------------------------------- the verifier's multisets
 
 

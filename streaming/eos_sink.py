@@ -508,6 +508,18 @@ def _check_whole_range(plan: TaskPlan, topic: str, partition: int, columns: list
 # ----------------------------------------------------------------------------- the driver side
 
 
+def batch_rdd(df):
+    """The JVM RDD whose partitions a batch's tasks run on.
+
+    foreachBatch hands over a DataFrame over the micro-batch's own RDD (a LogicalRDD), which is
+    read as it is; planning the DataFrame again would cost tens of milliseconds a batch. Any other
+    DataFrame is planned.
+    """
+    execution = df._jdf.queryExecution()
+    logical = execution.logical()
+    return logical.rdd() if logical.getClass().getSimpleName() == "LogicalRDD" else execution.toRdd()
+
+
 def planned_ranges(df) -> tuple | None:
     """The Kafka offset range of each Spark partition of a batch, as Spark planned it; None if unknown.
 
@@ -518,7 +530,7 @@ def planned_ranges(df) -> tuple | None:
     from py4j.protocol import Py4JError
 
     try:
-        rdd = df._jdf.queryExecution().toRdd()
+        rdd = batch_rdd(df)
         while rdd.getClass().getSimpleName() != "DataSourceRDD":
             dependencies = rdd.dependencies()
             if dependencies.size() != 1 or dependencies.head().getClass().getSimpleName() != "OneToOneDependency":
@@ -697,9 +709,10 @@ class TransactionalSink:
         stats = BatchStats(batch_id)
         source = df.select(*source_columns())
         if self.settings.txn_scope == "partition":
+            # `df`, not `source`: a projection keeps the partitions, and only `df` is foreachBatch's own.
             if self.fault != "blind-driver-split-check":
-                self._check_one_task_per_partition(source, plan)
-            plan = replace(plan, planned_ranges=planned_ranges(source))
+                self._check_one_task_per_partition(df, plan)
+            plan = replace(plan, planned_ranges=planned_ranges(df))
             rows = source.mapInArrow(partition_task(plan), STATS_SCHEMA).collect()
             seen = [(row["topic"], row["partition"]) for row in rows]
             if len(seen) != len(set(seen)):
@@ -715,7 +728,7 @@ class TransactionalSink:
             self.keeper.committed(row["committed_partitions"])
         return stats
 
-    def _check_one_task_per_partition(self, source, plan: TaskPlan) -> None:
+    def _check_one_task_per_partition(self, df, plan: TaskPlan) -> None:
         """The driver's split guard: one Spark partition per Kafka partition with new offsets.
 
         Spark drops the ranges that hold no offsets before it splits the others (minPartitions,
@@ -723,7 +736,7 @@ class TransactionalSink:
         range is not empty: this batch's ends in the offset log against the previous batch's
         (or the query's initial offsets).
         """
-        tasks = source._jdf.queryExecution().toRdd().getNumPartitions()
+        tasks = batch_rdd(df).getNumPartitions()
         with_offsets = sorted(p for p, end in plan.end_offsets.items() if end > plan.start_offsets.get(p, 0))
         if tasks != len(with_offsets):
             raise SinkPreconditionError(

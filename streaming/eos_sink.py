@@ -49,6 +49,7 @@ from streaming.process import TRANSFORMS, SourceSlice, arrow_columns, source_col
 from streaming.sink_group import (
     KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES,
     CommittedOffset,
+    OffsetKeeper,
     SinkPreconditionError,
     check_scope,
     offsets_retention_minutes,
@@ -551,69 +552,6 @@ def _refusal_in(exc: Exception) -> SinkPreconditionError | None:
     marker = f"{SinkPreconditionError.__name__}: "
     lines = [line for line in str(exc).splitlines() if marker in line]
     return SinkPreconditionError(lines[-1].split(marker, 1)[1].strip()) if lines else None
-
-
-class OffsetKeeper:
-    """Re-commits the group offsets of partitions that no transaction committed lately, so none expires.
-
-    The sink's group has no members, so the broker drops each partition's offset
-    offsets.retention.minutes after its last commit (see streaming/sink_group.py). A partition
-    that receives nothing, or a whole pipeline that runs no micro-batch, never commits again, and
-    a later `--starting-offsets group` would start that partition over. This driver thread
-    re-commits such a partition's offset once it has gone a third of the retention without a
-    commit, in a transaction of the partition's own transactional id (`<app-id>.batch` in batch
-    scope) with the sink's own Steps 1-5: the producer's init fences every other writer of that
-    id, Step 2 reads c after it, and the transaction commits exactly c, so an offset never moves
-    back. It holds the sink's lock, so it runs between batches and never fences a running task.
-    """
-
-    def __init__(self, sink: TransactionalSink, retention_minutes: int):
-        self.sink = sink
-        self.refresh_after_s = retention_minutes * 60.0 / 3
-        self.wake_s = min(self.refresh_after_s / 4, 60.0)
-        self._last_commit: dict[int, float] = {}  # partition -> monotonic time; unknown until the first commit
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def committed(self, partitions) -> None:
-        """Note that the group's offsets of these partitions were committed just now."""
-        now = time.monotonic()
-        for partition in partitions:
-            self._last_commit[partition] = now
-
-    def start(self) -> None:
-        """Start refreshing in the background."""
-        self._thread = threading.Thread(target=self._run, name="eosbench-offset-keeper", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop refreshing (waits for a refresh under way)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=120)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.wake_s):
-            try:
-                self.refresh()
-            except Exception as exc:  # a failed refresh is retried at the next wake-up; the query goes on
-                SINK_LOG.warning("offset keeper: re-committing the group's offsets failed, will retry: %s",
-                                 str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-
-    def refresh(self) -> list[int]:
-        """Re-commit the offsets of partitions not committed for a third of the retention; return them."""
-        now = time.monotonic()
-        stale = [p for p in self.sink.input_partitions()
-                 if now - self._last_commit.get(p, -np.inf) >= self.refresh_after_s]
-        if not stale:
-            return []
-        with self.sink.lock:
-            refreshed = self.sink.recommit(stale)
-        self.committed(stale)  # those without an offset have nothing to refresh until a batch commits one
-        if refreshed:
-            SINK_LOG.info("offset keeper: re-committed the group's offsets of %s partitions %s",
-                          self.sink.settings.input_topic, refreshed)
-        return refreshed
 
 
 class TransactionalSink:

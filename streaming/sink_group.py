@@ -7,7 +7,7 @@ facts about such a group shape the sink:
   has no protocol type (a "simple" group) as a standalone committer and drops each partition's
   offset `offsets.retention.minutes` after that partition's last commit (Kafka 4.3,
   `ClassicGroup.offsetExpirationCondition`). The sink therefore re-commits the offsets of
-  partitions no batch has committed lately (`eos_sink.OffsetKeeper`), and a restart from the
+  partitions no batch has committed lately (`OffsetKeeper`, below), and a restart from the
   group's offsets refuses to guess where a partition that holds data but has no offset left off.
 - **Two transaction scopes must never share it.** Partition scope commits with `T(p)`, batch
   scope with `<app-id>.batch`; neither fences the other. Every sink commit therefore carries
@@ -17,6 +17,9 @@ facts about such a group shape the sink:
 from __future__ import annotations
 
 import json
+import logging
+import math
+import threading
 import time
 from dataclasses import dataclass
 
@@ -25,6 +28,7 @@ from conf.settings import SettingsError
 SCOPE_TAG_PREFIX = "eosbench txn-scope="
 # Kafka's own default for offsets.retention.minutes (7 days), assumed when the brokers cannot be asked.
 KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES = 10080
+_SINK_LOG = logging.getLogger("eosbench.sink")  # the sink's log (eos_sink.py gives it its handler)
 
 
 class SinkPreconditionError(SettingsError):
@@ -151,3 +155,68 @@ def _ever_written(consumer, topics: list[str]) -> bool:
     metadata = consumer.list_topics(timeout=30).topics
     return any(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1] > 0
                for topic in topics if topic in metadata for p in metadata[topic].partitions)
+
+
+class OffsetKeeper:
+    """Re-commits the group offsets of partitions that no transaction committed lately, so none expires.
+
+    The sink's group has no members, so the broker drops each partition's offset
+    offsets.retention.minutes after its last commit (see this module's docstring). A partition
+    that receives nothing, or a whole pipeline that runs no micro-batch, never commits again, and
+    a later `--starting-offsets group` would start that partition over. This driver thread
+    re-commits such a partition's offset once it has gone a third of the retention without a
+    commit, in a transaction of the partition's own transactional id (`<app-id>.batch` in batch
+    scope) with the sink's own Steps 1-5: the producer's init fences every other writer of that
+    id, Step 2 reads c after it, and the transaction commits exactly c, so an offset never moves
+    back. It holds the sink's lock, so it runs between batches and never fences a running task.
+
+    `sink` is the TransactionalSink: its `lock`, `settings`, `input_partitions()` and `recommit()`.
+    """
+
+    def __init__(self, sink, retention_minutes: int):
+        self.sink = sink
+        self.refresh_after_s = retention_minutes * 60.0 / 3
+        self.wake_s = min(self.refresh_after_s / 4, 60.0)
+        self._last_commit: dict[int, float] = {}  # partition -> monotonic time; unknown until the first commit
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def committed(self, partitions) -> None:
+        """Note that the group's offsets of these partitions were committed just now."""
+        now = time.monotonic()
+        for partition in partitions:
+            self._last_commit[partition] = now
+
+    def start(self) -> None:
+        """Start refreshing in the background."""
+        self._thread = threading.Thread(target=self._run, name="eosbench-offset-keeper", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop refreshing (waits for a refresh under way)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=120)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.wake_s):
+            try:
+                self.refresh()
+            except Exception as exc:  # a failed refresh is retried at the next wake-up; the query goes on
+                _SINK_LOG.warning("offset keeper: re-committing the group's offsets failed, will retry: %s",
+                                  str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+    def refresh(self) -> list[int]:
+        """Re-commit the offsets of partitions not committed for a third of the retention; return them."""
+        now = time.monotonic()
+        stale = [p for p in self.sink.input_partitions()
+                 if now - self._last_commit.get(p, -math.inf) >= self.refresh_after_s]
+        if not stale:
+            return []
+        with self.sink.lock:
+            refreshed = self.sink.recommit(stale)
+        self.committed(stale)  # those without an offset have nothing to refresh until a batch commits one
+        if refreshed:
+            _SINK_LOG.info("offset keeper: re-committed the group's offsets of %s partitions %s",
+                           self.sink.settings.input_topic, refreshed)
+        return refreshed

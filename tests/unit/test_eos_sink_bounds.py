@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -107,8 +106,9 @@ def run_one_transaction(monkeypatch, producers: list[TransactionalProducer]) -> 
     monkeypatch.setattr(eos_sink, "_producer", next_producer)
     monkeypatch.setattr(eos_sink, "_committed_offsets",
                         lambda plan, topic, partitions: {p: CommittedOffset(-1, None) for p in partitions})
-    plan = SimpleNamespace(max_retries=2, pre_register=False, group_metadata="group", fault=None, batch_id=7,
-                           app_id="app", output_topic="out", producer_config={}, txn_scope="partition")
+    plan = eos_sink.TaskPlan(app_id="app", output_topic="out", dead_letter_topic="out.dlq", process="passthrough",
+                             producer_config={}, group_metadata="group", end_offsets={0: 10}, max_retries=2,
+                             pre_register=False, batch_id=7, fault=None)
     return eos_sink.run_transaction(plan, "app.in.0", [], {("in", 0): 10})
 
 

@@ -51,8 +51,8 @@ from streaming.sink_group import (
     CommittedOffset,
     OffsetKeeper,
     SinkPreconditionError,
+    brokers_offsets_retention_minutes,
     check_scope,
-    offsets_retention_minutes,
     read_committed_offsets,
     scope_tag,
 )
@@ -76,9 +76,6 @@ _PRODUCERS: dict[tuple, object] = {}
 _OFFSET_READERS: dict[tuple, object] = {}
 # In offsets_to_commit: commit the offset Step 2 reads, unchanged (the keeper's refresh).
 KEEP_COMMITTED = None
-
-__all__ = ["ExactlyOnceViolation", "SinkPreconditionError", "SinkTaskFailed", "TaskPlan", "TransactionalSink",
-           "run_transaction"]
 
 
 class ExactlyOnceViolation(RuntimeError):
@@ -581,12 +578,12 @@ class TransactionalSink:
         # producers; one lock serialises them, and the keeper never runs while a batch does.
         self.lock = threading.Lock()
         self.refusal: SinkPreconditionError | None = None  # what stopped the query, for a one-line error
-        retention = settings.offsets_retention_minutes
+        retention = settings.offsets_retention_minutes or brokers_offsets_retention_minutes(settings.bootstrap_server)
         if retention is None:
-            retention, source = offsets_retention_minutes(settings.bootstrap_server)
-            if retention == KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES and "default" in source:
-                SINK_LOG.warning("offsets.retention.minutes: assuming %d (%s); set --offsets-retention-minutes"
-                                 " if the brokers expire offsets sooner", retention, source)
+            retention = KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES
+            SINK_LOG.warning("offsets.retention.minutes: the brokers' configuration is not readable, assuming Kafka's"
+                             " default %d; set --offsets-retention-minutes if the brokers expire offsets sooner",
+                             retention)
         self.keeper = OffsetKeeper(self, retention)
 
     def _check_speculation_off(self) -> None:

@@ -92,25 +92,21 @@ def check_scope(committed: dict[int, CommittedOffset], topic: str, group: str, s
             f" transactions. Keep --txn-scope {other}, or use a new --app-id")
 
 
-def offsets_retention_minutes(bootstrap: str, admin_config: dict | None = None) -> tuple[int, str]:
-    """The brokers' offsets.retention.minutes (the smallest), and where the figure came from.
-
-    Principals without DescribeConfigs on the cluster get Kafka's default; `--offsets-retention-
-    minutes` overrides both (the caller's business).
-    """
+def brokers_offsets_retention_minutes(bootstrap: str) -> int | None:
+    """The brokers' offsets.retention.minutes (the smallest), or None if their configuration is not
+    readable (a principal without DescribeConfigs on the cluster)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
     from conf.client_log import CLIENT_LOG
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, **(admin_config or {})}, logger=CLIENT_LOG)
+    admin = AdminClient({"bootstrap.servers": bootstrap}, logger=CLIENT_LOG)
     try:
         brokers = admin.list_topics(timeout=30).brokers
         futures = admin.describe_configs([ConfigResource(ResourceType.BROKER, str(b)) for b in brokers])
-        minutes = [int(future.result(timeout=30)["offsets.retention.minutes"].value) for future in futures.values()]
+        return min(int(future.result(timeout=30)["offsets.retention.minutes"].value) for future in futures.values())
     except (KafkaException, KeyError, ValueError):
-        return KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES, "Kafka's default; the brokers' configuration was not readable"
-    return min(minutes), "the brokers' configuration"
+        return None
 
 
 def group_starting_offsets(bootstrap: str, group: str, topic: str, written_topics: list[str]) -> str:

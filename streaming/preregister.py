@@ -110,8 +110,11 @@ class PreRegisteringProducer:
     def _send_offsets(self, offsets: dict[tuple[str, int], int], group_id: str, metadata: str) -> None:
         from kafka.structs import OffsetAndMetadata, TopicPartition
 
+        # The same bytes as confluent-kafka's commits, C terminator included: librdkafka hands back a
+        # committed offset's metadata without one unless it was committed with one (sink_group._scope_in).
         self._producer.send_offsets_to_transaction(
-            {TopicPartition(t, p): OffsetAndMetadata(end, metadata, -1) for (t, p), end in offsets.items()}, group_id)
+            {TopicPartition(t, p): OffsetAndMetadata(end, metadata + "\0", -1) for (t, p), end in offsets.items()},
+            group_id)
         self._offsets_sent = True
 
     def pre_register(self, output_topic: str, offsets: dict[tuple[str, int], int], group_id: str, metadata: str,

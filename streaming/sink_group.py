@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from conf.settings import SettingsError
 
 SCOPE_TAG_PREFIX = "eosbench txn-scope="
+SCOPES = ("partition", "batch")
 # Kafka's own default for offsets.retention.minutes (7 days), assumed when the brokers cannot be asked.
 KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES = 10080
 _SINK_LOG = logging.getLogger("eosbench.sink")  # the sink's log (eos_sink.py gives it its handler)
@@ -46,6 +47,23 @@ class CommittedOffset:
 def scope_tag(scope: str) -> str:
     """The offset metadata every sink commit of this transaction scope carries."""
     return SCOPE_TAG_PREFIX + scope
+
+
+def _scope_in(tp) -> str | None:
+    """The scope a committed offset's metadata names, if it is a sink's tag.
+
+    librdkafka copies a committed offset's metadata by its length, without a terminator, and
+    confluent-kafka reads the copy as a C string; confluent-kafka writes its own terminator
+    (so its tags read back whole), but metadata another client wrote can come back with bytes
+    of whatever follows it in memory. So the tag is matched by its known prefix, and metadata
+    that is not even text is not a sink's.
+    """
+    try:
+        metadata = tp.metadata or ""
+    except UnicodeDecodeError:
+        return None
+    rest = metadata[len(SCOPE_TAG_PREFIX):] if metadata.startswith(SCOPE_TAG_PREFIX) else ""
+    return next((scope for scope in SCOPES if rest.startswith(scope)), None)
 
 
 def read_committed_offsets(consumer, topic: str, partitions, timeout_s: float = 60.0) -> dict[int, CommittedOffset]:
@@ -73,12 +91,7 @@ def read_committed_offsets(consumer, topic: str, partitions, timeout_s: float = 
         if not (error.retriable() or error.code() in passing) or time.monotonic() >= deadline:
             raise KafkaException(error)
         time.sleep(0.2)
-    result = {}
-    for tp in answer:
-        metadata = tp.metadata or ""
-        scope = metadata[len(SCOPE_TAG_PREFIX):] if metadata.startswith(SCOPE_TAG_PREFIX) else None
-        result[tp.partition] = CommittedOffset(tp.offset if tp.offset >= 0 else -1, scope)
-    return result
+    return {tp.partition: CommittedOffset(tp.offset if tp.offset >= 0 else -1, _scope_in(tp)) for tp in answer}
 
 
 def check_scope(committed: dict[int, CommittedOffset], topic: str, group: str, scope: str) -> None:

@@ -15,6 +15,8 @@ from eosbench.kafka_admin import create_topic
 
 from streaming.eos_sink import TaskPlan, _drop_producer, producer_key, run_transaction
 from streaming.process import arrow_columns
+from streaming.sink_group import CommittedOffset, read_committed_offsets
+from streaming.verify import stable_and_end_offsets
 from tests.integration.kafka_reads import read_all
 from tests.integration.produce_helpers import commit_keys, produce
 
@@ -56,8 +58,7 @@ def test_partitions_and_group_are_registered_before_the_first_produce_request(bo
     create_topic(bootstrap, f"{sink}.dlq", 4, 1)
     produce(bootstrap, source, 400, records_per_transaction=400)
     commit_keys(bootstrap, source, (90_000, 90_001, 90_002), value=b"POISON record")
-    end = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends"}).get_watermark_offsets(
-        TopicPartition(source, 0), timeout=10)[1]
+    end = stable_and_end_offsets(bootstrap, source)[0][1]
     columns = slice_of(bootstrap, source)
     plan = TaskPlan(app_id=f"prereg-{sink}", output_topic=sink, dead_letter_topic=f"{sink}.dlq", process="passthrough",
                     producer_config={"bootstrap.servers": bootstrap, "linger.ms": "5"}, group_metadata=None,
@@ -94,14 +95,15 @@ def test_partitions_and_group_are_registered_before_the_first_produce_request(bo
     assert sorted(int(k) for k in read_all(bootstrap, sink)) == list(range(400))
     assert sorted(int(k) for k in read_all(bootstrap, f"{sink}.dlq")) == [90_000, 90_001, 90_002]
     reader = Consumer({"bootstrap.servers": bootstrap, "group.id": plan.app_id, "isolation.level": "read_committed"})
-    [committed] = reader.committed([TopicPartition(source, 0)], timeout=30)
-    assert (committed.offset, committed.metadata) == (end, "eosbench txn-scope=partition"), \
+    assert read_committed_offsets(reader, source, [0]) == {0: CommittedOffset(end, "partition")}, \
         "kafka-python's TxnOffsetCommit carries the scope"
+    reader.close()
 
 
 def partitions_holding(bootstrap: str, topic: str) -> set[int]:
-    """The partitions of a topic that hold at least one committed record."""
-    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "holding", "isolation.level": "read_committed"})
+    """The partitions of a fresh topic that a producer has written to (committed or not: the commit's
+    markers may still be on their way, and only then does read_committed see the records)."""
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "holding", "isolation.level": "read_uncommitted"})
     try:
         partitions = reader.list_topics(topic, timeout=10).topics[topic].partitions
         return {p for p in partitions if reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] > 0}

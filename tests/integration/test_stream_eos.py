@@ -19,7 +19,7 @@ from confluent_kafka import KafkaException, Producer
 from conf.stream_settings import StreamSettings
 from eosbench.kafka_admin import create_topic
 from streaming import job
-from streaming.verify import verify
+from streaming.verify import verify, wait_until_stable
 from tests.integration.kafka_reads import read_all
 from tests.integration.produce_helpers import commit_keys, produce
 
@@ -354,13 +354,15 @@ def test_source_options_reach_spark_and_an_unsplit_batch_runs(bootstrap, spark, 
     settings = data_in_partition_0_only(source_options=("minPartitions=1", "kafka.fetch.max.bytes=1048576"))
     summary = job.run(spark, settings)
     assert summary.records_out == 30
+    assert wait_until_stable(bootstrap, [settings.output_topic], timeout_s=30) == []
     assert sorted(int(k) for k in read_all(bootstrap, settings.output_topic)) == list(range(30))
 
 
 def test_a_restart_with_the_other_txn_scope_is_refused(bootstrap, spark, pipeline):
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
 
     from streaming.eos_sink import SinkPreconditionError
+    from streaming.sink_group import read_committed_offsets
 
     settings = pipeline()
     job.run(spark, settings)
@@ -369,9 +371,9 @@ def test_a_restart_with_the_other_txn_scope_is_refused(bootstrap, spark, pipelin
         job.run(spark, pipeline(txn_scope="batch", starting_offsets="group"))
     assert "\n" not in str(refused.value)
     reader = Consumer({"bootstrap.servers": bootstrap, "group.id": settings.app_id, "isolation.level": "read_committed"})
-    committed = reader.committed([TopicPartition(settings.input_topic, p) for p in range(3)], timeout=30)
+    committed = read_committed_offsets(reader, settings.input_topic, range(3))
     reader.close()
-    assert {tp.metadata for tp in committed} == {"eosbench txn-scope=partition"}, "librdkafka's commits carry the scope"
+    assert {c.scope for c in committed.values()} == {"partition"}, "librdkafka's commits carry the scope"
     assert_exactly_once(bootstrap, settings)
 
 
@@ -469,4 +471,5 @@ def test_the_final_verify_finds_a_hanging_transaction_on_the_dead_letter_topic(b
     finally:
         fencer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{dead_letter}.hanging"})
         fencer.init_transactions(30)  # aborts the open transaction
+    assert wait_until_stable(bootstrap, [dead_letter], timeout_s=30) == []  # the abort marker is written
     assert verify(bootstrap, source, sink, dead_letter_topic=dead_letter).ok

@@ -116,5 +116,5 @@ def test_a_landed_commit_is_recognised_even_after_a_failed_attempt_between(clust
     cluster.commit_faults = ["timeout-after-landing"]
     cluster.read_errors = [None, KafkaError.GROUP_AUTHORIZATION_FAILED]  # the second attempt fails in Step 2
     stats = eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    assert sum(p.commits for p in cluster.producers) == 1, "the slice is written once"
     assert stats["outcome"] == "committed" and stats["retries"] == 2 and stats["records_out"] == 8
-    assert sum(p.commits for p in cluster.producers) == 1

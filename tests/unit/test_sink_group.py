@@ -46,3 +46,25 @@ def test_a_group_written_by_the_other_scope_is_refused_and_an_untagged_one_is_no
     with pytest.raises(SinkPreconditionError, match=r"partitions 1, 3\); .* Keep --txn-scope partition, or use a new"):
         check_scope({0: CommittedOffset(5, "batch"), 1: CommittedOffset(7, "partition"),
                      3: CommittedOffset(9, "partition")}, "in", "app", "batch")
+
+
+class Undecodable:
+    """A TopicPartition whose metadata confluent-kafka cannot decode (bytes read past its end)."""
+
+    partition, offset, error = 0, 5, None
+
+    @property
+    def metadata(self):
+        """Raise as confluent-kafka does for such metadata."""
+        raise UnicodeDecodeError("utf-8", b"\xf6", 0, 1, "invalid start byte")
+
+
+def test_a_scope_tag_is_read_by_its_prefix_and_undecodable_metadata_is_nobodys():
+    from streaming.sink_group import read_committed_offsets
+
+    def reader(*answer):
+        return SimpleNamespace(committed=lambda partitions, timeout: list(answer))
+
+    tagged = SimpleNamespace(partition=0, offset=5, error=None, metadata="eosbench txn-scope=partition447-0")
+    assert read_committed_offsets(reader(tagged), "in", [0]) == {0: CommittedOffset(5, "partition")}
+    assert read_committed_offsets(reader(Undecodable()), "in", [0]) == {0: CommittedOffset(5, None)}

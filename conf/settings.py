@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
 CONF_DIR = Path(__file__).resolve().parent
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -136,6 +136,25 @@ class ClusterSettings(BaseModel):
     heap_mb: int = Field(512, ge=128, le=MAX_BROKER_HEAP_MB)
     offsets_partitions: int = Field(8, ge=1)
     transaction_state_partitions: int = Field(8, ge=1)
+    # Broker settings added after the template's (a later line wins in a .properties file), such as
+    # a short offsets.retention.minutes for a cluster that shows offsets expiring.
+    server_properties: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("server_properties")
+    @classmethod
+    def _one_line_each(cls, properties: dict[str, str]) -> dict[str, str]:
+        for key, value in properties.items():
+            if not key.strip() or any(c in key + value for c in "\r\n") or "=" in key:
+                raise ValueError(f"not a one-line broker property: {key!r}={value!r}")
+        return properties
+
+    @model_serializer(mode="wrap")
+    def _without_empty_extras(self, handler) -> dict:
+        # A cluster recorded before server_properties existed keeps the same shape (broker.py compares them).
+        shape = handler(self)
+        if not shape.get("server_properties", True):
+            del shape["server_properties"]
+        return shape
 
     @property
     def replication_factor(self) -> int:
@@ -172,6 +191,7 @@ class ClusterSettings(BaseModel):
         """Fill conf/broker/server.properties for one node."""
         template = string.Template((CONF_DIR / "broker" / "server.properties").read_text())
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller}" for n in self.nodes())
+        extra = "".join(f"{key}={value}\n" for key, value in self.server_properties.items())
         return template.substitute(
             node_id=node.node_id,
             quorum_voters=voters,
@@ -182,7 +202,7 @@ class ClusterSettings(BaseModel):
             min_insync_replicas=self.min_insync_replicas,
             offsets_partitions=self.offsets_partitions,
             transaction_state_partitions=self.transaction_state_partitions,
-        )
+        ) + extra
 
 
 def broker_log4j_config() -> Path:

@@ -15,6 +15,11 @@ TxnScope = Literal["partition", "batch"]
 Process = Literal["passthrough", "checksum", "enrich"]
 StartingOffsets = Literal["earliest", "latest", "group"]
 _INTERVAL = re.compile(r"^\d+(\.\d+)?\s*(ms|milliseconds?|s|seconds?|min|minutes?)$")
+# Source options the job sets itself, from its own flags (Spark reads option names case-blind).
+_JOB_SOURCE_OPTIONS = {"kafka.bootstrap.servers": "--bootstrap-server", "subscribe": "--input-topic",
+                       "subscribepattern": "--input-topic", "assign": "--input-topic",
+                       "startingoffsets": "--starting-offsets", "kafka.isolation.level": "read_committed, always",
+                       "includeheaders": "true, always", "maxoffsetspertrigger": "--max-offsets-per-trigger"}
 
 
 class StreamSettings(BaseModel):
@@ -37,6 +42,8 @@ class StreamSettings(BaseModel):
     dead_letter_topic: str | None = None
     delta_path: Path | None = None
     producer_props: tuple[str, ...] = ()
+    source_options: tuple[str, ...] = ()
+    offsets_retention_minutes: int | None = None
     max_retries: int = 5
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
@@ -58,6 +65,11 @@ class StreamSettings(BaseModel):
         if self.max_retries < 0:
             raise SettingsError("--max-retries must be at least 0")
         parse_kv_pairs(list(self.producer_props))
+        for name in self.extra_source_options():
+            if name.lower() in _JOB_SOURCE_OPTIONS:
+                raise SettingsError(f"--source-options {name}: set by the job ({_JOB_SOURCE_OPTIONS[name.lower()]})")
+        if self.offsets_retention_minutes is not None and self.offsets_retention_minutes < 1:
+            raise SettingsError("--offsets-retention-minutes must be at least 1")
         return self
 
     @property
@@ -74,6 +86,10 @@ class StreamSettings(BaseModel):
     def dead_letter(self) -> str:
         """The topic that receives records `process` rejects."""
         return self.dead_letter_topic or f"{self.output_topic}.dlq"
+
+    def extra_source_options(self) -> dict[str, str]:
+        """Spark Kafka source options given with --source-options, on top of the job's own."""
+        return parse_kv_pairs(list(self.source_options))
 
     def producer_config(self) -> dict[str, str]:
         """Client configuration shared by every sink producer (transactional.id is per task)."""

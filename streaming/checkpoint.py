@@ -25,6 +25,27 @@ def batch_end_offsets(checkpoint_dir: Path, batch_id: int, topic: str) -> dict[i
     raise FileNotFoundError(f"no offsets for {topic} in {path}")
 
 
+def batch_start_offsets(checkpoint_dir: Path, batch_id: int, topic: str) -> dict[int, int]:
+    """Return {partition: start offset} of one batch's ranges, as Spark's Kafka source plans them.
+
+    A batch starts where the previous one ended (`offsets/<batchId - 1>`); the query's first batch
+    starts at its initial offsets. A partition missing from both is new, and Spark reads it from
+    its earliest offset, 0 unless data was lost (which fails the query by default); it counts as 0.
+    """
+    if batch_id > 0 and (Path(checkpoint_dir) / "offsets" / str(batch_id - 1)).exists():
+        return batch_end_offsets(checkpoint_dir, batch_id - 1, topic)
+    return {int(partition): int(start) for partition, start in initial_offsets(checkpoint_dir).get(topic, {}).items()}
+
+
+def pending_batch(checkpoint_dir: Path) -> int | None:
+    """The batch a restarted query runs again: the last one in the offset log without a commit-log entry."""
+    def batch_ids(folder: str) -> set[int]:
+        path = Path(checkpoint_dir) / folder
+        return {int(entry.name) for entry in path.iterdir() if entry.name.isdigit()} if path.is_dir() else set()
+    offsets = batch_ids("offsets")
+    return max(offsets) if offsets and max(offsets) not in batch_ids("commits") else None
+
+
 def initial_offsets(checkpoint_dir: Path, source_index: int = 0) -> dict[str, dict[str, int]]:
     """The offsets the query started from, as Spark's Kafka source recorded them in `sources/<i>/0`.
 

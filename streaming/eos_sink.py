@@ -19,6 +19,13 @@ Every commit for T(p) comes from the producer with the newest epoch, so c, read 
 is still true at commit time; a replayed batch has the same ranges and Step 3 removes what is
 already committed. `--txn-scope batch` runs the same steps once per micro-batch on the driver
 with T = <app-id>.batch and every partition's offsets in one transaction.
+
+Every offset the sink commits carries metadata naming its scope, and Step 2 refuses offsets that
+the other scope wrote (the two scopes' transactional ids never fence each other). A partition
+scope batch runs only if each Kafka partition with new offsets is read by exactly one Spark
+partition: the driver counts them before any task starts, and each task checks, before Step 1,
+that Spark planned it the partition's whole range. Between batches the driver re-commits the
+offsets of partitions no batch committed lately, so that none expires (`OffsetKeeper`).
 """
 
 from __future__ import annotations
@@ -29,15 +36,26 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from conf.client_log import CLIENT_LOG
 from conf.stream_settings import StreamSettings
-from streaming.checkpoint import batch_end_offsets
+from streaming.checkpoint import batch_end_offsets, batch_start_offsets, pending_batch
 from streaming.interruption import stop_kept_short
-from streaming.process import TRANSFORMS, SourceSlice, arrow_columns, passthrough, source_columns
+from streaming.process import TRANSFORMS, SourceSlice, arrow_columns, source_columns
+from streaming.sink_group import (
+    KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES,
+    CommittedOffset,
+    OffsetKeeper,
+    SinkPreconditionError,
+    brokers_offsets_retention_minutes,
+    check_scope,
+    read_committed_offsets,
+    scope_tag,
+)
 from streaming.stats import PHASES, STATS_SCHEMA, BatchStats, latency_histogram, stats_arrow_schema
 
 SRC_HEADER = "eos.src"
@@ -51,17 +69,17 @@ if not SINK_LOG.handlers:
     _stderr.setFormatter(logging.Formatter("%(asctime)s %(levelname)s eosbench sink: %(message)s", "%y/%m/%d %H:%M:%S"))
     SINK_LOG.addHandler(_stderr)
 
-# Per Python worker: Spark reuses workers across tasks, so producers and consumers live on.
-_PRODUCERS: dict[str, object] = {}
-_OFFSET_READERS: dict[str, object] = {}
+# Per Python worker: Spark reuses workers across tasks, so producers and consumers live on. They
+# are keyed by their whole client configuration too: a process that runs sinks against several
+# clusters in turn (a sweep over broker counts) must never reuse a client of a stopped one.
+_PRODUCERS: dict[tuple, object] = {}
+_OFFSET_READERS: dict[tuple, object] = {}
+# In offsets_to_commit: commit the offset Step 2 reads, unchanged (the keeper's refresh).
+KEEP_COMMITTED = None
 
 
 class ExactlyOnceViolation(RuntimeError):
     """An invariant of the protocol broke; the job stops rather than write twice or lose."""
-
-
-class SinkPreconditionError(RuntimeError):
-    """The query is shaped so that the protocol cannot hold (split partitions, shuffle, speculation)."""
 
 
 class SinkTaskFailed(RuntimeError):
@@ -83,6 +101,12 @@ class TaskPlan:
     pre_register: bool
     batch_id: int
     fault: str | None
+    txn_scope: str = "partition"
+    start_offsets: dict = field(default_factory=dict)  # each partition's range start in this batch
+    # (topic, partition, from, until) of each Spark partition, as Spark planned it; None if unknown
+    planned_ranges: tuple | None = None
+    # A batch the previous run may have committed before it died: Spark runs it again at a restart.
+    replayed: bool = False
 
 
 # ----------------------------------------------------------------------------- clients
@@ -99,9 +123,15 @@ def transactional_id(app_id: str, topic: str, partition: int) -> str:
     return f"{app_id}.{topic}.{partition}"
 
 
-def _producer(plan: TaskPlan, txn_id: str, timings: dict[str, float]):
+def producer_key(plan: TaskPlan, txn_id: str) -> tuple:
+    """The cache key of T(p)'s producer: the id and everything the client is built from."""
+    return txn_id, tuple(sorted(plan.producer_config.items())), plan.pre_register
+
+
+def _producer(plan: TaskPlan, key: tuple, timings: dict[str, float]):
     """Step 1: the cached producer for T(p), or a new one that has fenced its predecessors."""
-    producer = _PRODUCERS.get(txn_id)
+    txn_id = key[0]
+    producer = _PRODUCERS.get(key)
     if producer is None:
         started = time.perf_counter()
         if plan.pre_register:
@@ -113,7 +143,7 @@ def _producer(plan: TaskPlan, txn_id: str, timings: dict[str, float]):
             _await_learned_broker(producer, plan.output_topic)
         producer.init_transactions(60)
         timings["init"] += time.perf_counter() - started
-        _PRODUCERS[txn_id] = producer
+        _PRODUCERS[key] = producer
     return producer
 
 
@@ -132,9 +162,9 @@ def _await_learned_broker(producer, topic: str) -> None:
         producer.list_topics(topic, timeout=30)
 
 
-def _drop_producer(txn_id: str) -> None:
+def _drop_producer(key: tuple) -> None:
     """Forget a producer; the next one's init_transactions aborts whatever it left open."""
-    producer = _PRODUCERS.pop(txn_id, None)
+    producer = _PRODUCERS.pop(key, None)
     if producer is not None:
         try:
             producer.purge()
@@ -165,17 +195,17 @@ def _classify(exc: Exception) -> str | None:
     return None
 
 
-def _committed_offset(plan: TaskPlan, topic: str, partition: int) -> int:
-    """Step 2: the group's committed offset of p (stable), or -1 if none."""
-    reader = _OFFSET_READERS.get(plan.app_id)
+def _committed_offsets(plan: TaskPlan, topic: str, partitions: list[int]) -> dict[int, CommittedOffset]:
+    """Step 2: the group's committed offsets of these partitions (stable), with the scope that wrote them."""
+    bootstrap = plan.producer_config["bootstrap.servers"]
+    reader = _OFFSET_READERS.get((plan.app_id, bootstrap))
     if reader is None:
         reader = _kafka().Consumer({
-            "bootstrap.servers": plan.producer_config["bootstrap.servers"], "group.id": plan.app_id,
+            "bootstrap.servers": bootstrap, "group.id": plan.app_id,
             "isolation.level": "read_committed", "enable.auto.commit": False,
         }, logger=CLIENT_LOG)
-        _OFFSET_READERS[plan.app_id] = reader
-    committed = reader.committed([_kafka().TopicPartition(topic, partition)], timeout=60)[0]
-    return committed.offset if committed.offset >= 0 else -1
+        _OFFSET_READERS[(plan.app_id, bootstrap)] = reader
+    return read_committed_offsets(reader, topic, partitions)
 
 
 def _maybe_fault(plan: TaskPlan, where: str, partition: int) -> None:
@@ -192,18 +222,28 @@ def _maybe_fault(plan: TaskPlan, where: str, partition: int) -> None:
 # ----------------------------------------------------------------------------- one transaction
 
 
-def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: int) -> tuple[int, int, list[int]]:
-    """Produce process(S') for one slice; return (records out, dead-lettered, input timestamps)."""
-    transform = None if plan.process == "passthrough" else TRANSFORMS[plan.process]
+def _process(plan: TaskPlan, records: SourceSlice, keep_from: int) -> list[bytes | None]:
+    """process(S') for one slice: a result per record at or above keep_from, None for a poison record."""
+    transform = TRANSFORMS[plan.process]
+    return [transform(key, value) for key, value, offset in zip(records.keys, records.values, records.offsets)
+            if offset >= keep_from]
+
+
+def _kept_keys(records: SourceSlice, keep_from: int) -> Iterator:
+    """The keys of the records at or above keep_from, in order (they line up with `_process`'s results)."""
+    return (key for key, offset in zip(records.keys, records.offsets) if offset >= keep_from)
+
+
+def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: int,
+                   results: list[bytes | None]) -> tuple[int, int, list[int]]:
+    """Produce one slice's results; return (records out, dead-lettered, input timestamps of those out)."""
     produce, poll = producer.produce, producer.poll
     output, dead_letter = plan.output_topic, plan.dead_letter_topic
     out = dead = 0
     kept_timestamps: list[int] = []
-    for key, value, offset, ts, src, in_ts in zip(records.keys, records.values, records.offsets,
-                                                  records.timestamps, records.src, records.in_ts):
-        if offset < keep_from:
-            continue
-        result = transform(key, value) if transform else passthrough(key, value)
+    rows = zip(records.keys, records.values, records.offsets, records.timestamps, records.src, records.in_ts)
+    kept = ((key, value, ts, src, in_ts) for key, value, offset, ts, src, in_ts in rows if offset >= keep_from)
+    for (key, value, ts, src, in_ts), result in zip(kept, results):
         if result is None:
             target, payload = dead_letter, value
             dead += 1
@@ -229,7 +269,7 @@ SEND_OFFSETS_TIMEOUT_S = 30.0
 _ABANDONED: list[tuple[object, threading.Thread]] = []
 
 
-def _send_offsets(producer, txn_id: str, offsets: list, group_metadata) -> None:
+def _send_offsets(producer, key: tuple, offsets: list, group_metadata) -> None:
     """send_offsets_to_transaction, bounded even where librdkafka ignores the timeout."""
     failure: list[BaseException] = []
 
@@ -238,12 +278,12 @@ def _send_offsets(producer, txn_id: str, offsets: list, group_metadata) -> None:
             producer.send_offsets_to_transaction(offsets, group_metadata, SEND_OFFSETS_TIMEOUT_S)
         except BaseException as exc:  # handed to the task's thread, which classifies it (Step 5)
             failure.append(exc)
-    thread = threading.Thread(target=call, name=f"send-offsets {txn_id}", daemon=True)
+    thread = threading.Thread(target=call, name=f"send-offsets {key[0]}", daemon=True)
     thread.start()
     thread.join(SEND_OFFSETS_TIMEOUT_S + 5)
     _ABANDONED[:] = [(old, blocked) for old, blocked in _ABANDONED if blocked.is_alive()]
     if thread.is_alive():
-        _PRODUCERS.pop(txn_id, None)
+        _PRODUCERS.pop(key, None)
         _ABANDONED.append((producer, thread))
         kafka = _kafka()
         raise kafka.KafkaException(kafka.KafkaError(
@@ -257,89 +297,156 @@ def _send_offsets(producer, txn_id: str, offsets: list, group_metadata) -> None:
 FLUSH_TIMEOUT_S = 30.0
 
 
+@dataclass
+class _Attempt:
+    """What one attempt wrote, kept in case its commit landed although commit_transaction failed."""
+
+    to_commit: dict
+    records_out: int
+    records_dead_lettered: int
+    records_skipped: int
+    input_timestamps: list[int]
+
+
 def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offsets_to_commit: dict) -> dict:
-    """Steps 1-5 for one transactional id over its slices; return the task's statistics row."""
+    """Steps 1-5 for one transactional id over its slices; return the task's statistics row.
+
+    `offsets_to_commit` maps (topic, partition) to the offset to commit, or to KEEP_COMMITTED to
+    re-commit the offset Step 2 reads. The row's `committed_partitions` lists what was committed.
+    """
     kafka = _kafka()
+    key = producer_key(plan, txn_id)
+    topic = next(iter(offsets_to_commit))[0]
     timings = dict.fromkeys(PHASES, 0.0)
     stats = {"records_in": sum(len(records) for records in slices), "records_out": 0, "records_dead_lettered": 0,
              "records_skipped": 0, "retries": 0, "fenced": 0, "aborted": 0, "outcome": "committed",
-             "register_round_trips": 0, "first_send_after_begin_s": 0.0}
+             "register_round_trips": 0, "first_send_after_begin_s": 0.0, "committed_partitions": []}
     latencies = np.empty(0)
+    unsure: _Attempt | None = None  # the last attempt whose commit_transaction failed
     for attempt in range(plan.max_retries + 1):
         stats["retries"] = attempt
-        attempt_started, phase = time.perf_counter(), "init"
+        attempt_started = phase_started = time.perf_counter()
+        phase = "init"
         try:
-            producer = _producer(plan, txn_id, timings)                              # Step 1
+            producer = _producer(plan, key, timings)                                  # Step 1
             started = time.perf_counter()
-            committed = {tp: _committed_offset(plan, *tp) for tp in offsets_to_commit}  # Step 2
+            committed = _committed_offsets(plan, topic, [p for _, p in offsets_to_commit])  # Step 2
+            check_scope(committed, topic, plan.app_id, plan.txn_scope)
+            if plan.replayed:
+                _check_replay_has_its_offsets(plan, topic, committed, offsets_to_commit)
             timings["init"] += time.perf_counter() - started
-            pending = [(records, committed[(records.topic, records.partition)]) for records in slices]
-            if all(offsets_to_commit[tp] <= committed[tp] for tp in offsets_to_commit):  # Step 3
+            if unsure and all(committed[p].offset == end for (_, p), end in unsure.to_commit.items()):
+                # The commit landed although commit_transaction failed (a timeout on the way back).
+                stats.update(records_out=unsure.records_out, records_dead_lettered=unsure.records_dead_lettered,
+                             records_skipped=unsure.records_skipped, committed_partitions=[p for _, p in unsure.to_commit])
+                latencies = time.time() * 1000.0 - np.asarray(unsure.input_timestamps, dtype=np.float64)
+                SINK_LOG.info("%s: attempt %d found the commit of an earlier attempt landed", txn_id, attempt + 1)
+                break
+            unsure = None  # c is not where that commit would have put it: it did not land
+            to_commit = {}                                                            # Step 3
+            for (t, p), end in offsets_to_commit.items():
+                c = committed[p].offset
+                if end is KEEP_COMMITTED and c >= 0 or end is not KEEP_COMMITTED and end > c:
+                    to_commit[(t, p)] = c if end is KEEP_COMMITTED else end
+            if not to_commit:
                 stats["outcome"] = "skipped_replay"
                 stats["records_skipped"] = stats["records_in"]
                 break
-            to_commit = {tp: end for tp, end in offsets_to_commit.items() if end > committed[tp]}
-            phase = "produce"
+            phase, phase_started = "produce", time.perf_counter()
+            pending = [(records, committed[records.partition].offset) for records in slices]
+            results = [_process(plan, records, keep_from) for records, keep_from in pending]
             producer.begin_transaction()                                              # Step 4
             begun = time.perf_counter()
+            timings["produce"] += begun - phase_started
             if plan.pre_register:
-                stats["register_round_trips"] += producer.pre_register(plan.output_topic, to_commit, plan.app_id)
-                timings["register"] += time.perf_counter() - begun
-            stats["first_send_after_begin_s"] = time.perf_counter() - begun
-            started = time.perf_counter()
+                phase, phase_started = "register", begun
+                dead_keys = [record_key for (records, keep_from), kept in zip(pending, results)
+                             for record_key, result in zip(_kept_keys(records, keep_from), kept) if result is None]
+                stats["register_round_trips"] += producer.pre_register(
+                    plan.output_topic, to_commit, plan.app_id, scope_tag(plan.txn_scope),
+                    dead_letter=(plan.dead_letter_topic, dead_keys))
+                timings["register"] += time.perf_counter() - phase_started
+            phase, phase_started = "produce", time.perf_counter()
+            stats["first_send_after_begin_s"] = phase_started - begun
             out = dead = skipped = 0
-            kept: list[int] = []
-            for records, keep_from in pending:
-                o, d, ts = _produce_slice(producer, plan, records, keep_from)
+            kept_ts: list[int] = []
+            for (records, keep_from), kept in zip(pending, results):
+                o, d, ts = _produce_slice(producer, plan, records, keep_from, kept)
                 out, dead = out + o, dead + d
-                kept.extend(ts)
+                kept_ts.extend(ts)
                 skipped += len(records) - o - d
             undelivered = producer.flush(FLUSH_TIMEOUT_S)
             if undelivered:  # a producer stuck after a broker restart: replace it (Step 5, indefinite)
                 raise kafka.KafkaException(kafka.KafkaError(
                     kafka.KafkaError._TIMED_OUT, f"{undelivered} records undelivered after {FLUSH_TIMEOUT_S:g} s"))
-            timings["produce"] += time.perf_counter() - started
-            started, phase = time.perf_counter(), "send_offsets"
-            _send_offsets(producer, txn_id, [kafka.TopicPartition(t, p, end) for (t, p), end in to_commit.items()],
-                          plan.group_metadata)
-            timings["send_offsets"] += time.perf_counter() - started
+            timings["produce"] += time.perf_counter() - phase_started
+            phase, phase_started = "send_offsets", time.perf_counter()
+            tag = scope_tag(plan.txn_scope)
+            _send_offsets(producer, key, [kafka.TopicPartition(t, p, end, metadata=tag)
+                                          for (t, p), end in to_commit.items()], plan.group_metadata)
+            timings["send_offsets"] += time.perf_counter() - phase_started
             _maybe_fault(plan, "fail-task-before-commit", next(iter(offsets_to_commit))[1])
-            started, phase = time.perf_counter(), "commit"
+            phase, phase_started = "commit", time.perf_counter()
+            unsure = _Attempt(to_commit, out, dead, skipped, kept_ts)
             producer.commit_transaction(60)
             commit_ms = time.time() * 1000.0
-            timings["commit"] += time.perf_counter() - started
-            stats.update(records_out=out, records_dead_lettered=dead, records_skipped=skipped)
-            latencies = commit_ms - np.asarray(kept, dtype=np.float64)
+            timings["commit"] += time.perf_counter() - phase_started
+            stats.update(records_out=out, records_dead_lettered=dead, records_skipped=skipped,
+                         committed_partitions=[p for _, p in to_commit])
+            latencies = commit_ms - np.asarray(kept_ts, dtype=np.float64)
             break
         except Exception as exc:                                                      # Step 5
             kind, failed_after = _classify(exc), time.perf_counter() - attempt_started
+            if phase != "init":  # Step 1 counts its own time, and only when it succeeds
+                timings[phase] += time.perf_counter() - phase_started
             # Spark runs a partition's task on whichever Python worker is free, so a cached producer
             # is routinely found fenced by its successor on another worker at once: that is not news.
             SINK_LOG.log(logging.INFO if kind == "fenced" and failed_after < 1.0 else logging.WARNING,
                          "%s: attempt %d of %d failed in %s after %.1f s (%s): %s", txn_id, attempt + 1,
                          plan.max_retries + 1, phase, failed_after, kind or "not Kafka's, failing the task", exc)
             if kind is None:
-                _drop_producer(txn_id)  # never leave a worker with a producer inside a transaction
+                _drop_producer(key)  # never leave a worker with a producer inside a transaction
                 raise
             if kind == "fenced":
                 stats["fenced"] += 1
-                _drop_producer(txn_id)
+                _drop_producer(key)
             elif kind == "abortable":
                 stats["aborted"] += 1
                 try:
-                    _PRODUCERS[txn_id].abort_transaction(60)
+                    _PRODUCERS[key].abort_transaction(60)
                 except Exception:
-                    _drop_producer(txn_id)  # a new producer's init aborts the transaction instead
+                    _drop_producer(key)  # a new producer's init aborts the transaction instead
             else:  # indefinite, such as a timeout: re-initialise
-                _drop_producer(txn_id)
+                _drop_producer(key)
         except BaseException:
-            _drop_producer(txn_id)
+            _drop_producer(key)
             raise
     else:
         raise SinkTaskFailed(f"{txn_id}: no commit after {plan.max_retries + 1} attempts")
     stats.update({f"phase_{phase}_s": seconds for phase, seconds in timings.items()})
     stats["latency_counts"] = latency_histogram(latencies).tolist()
     return stats
+
+
+def _check_replay_has_its_offsets(plan: TaskPlan, topic: str, committed: dict[int, CommittedOffset],
+                                  offsets_to_commit: dict) -> None:
+    """Refuse a replayed batch whose partition's group offset is below the batch's start.
+
+    The previous batch ended in the sink's commits, so every partition's offset was at least the
+    batch's start. Lower (none at all, mostly) means the offset expired or was deleted while the
+    job was down, and then nothing tells whether the run that died committed this batch's slice:
+    Step 3 would write it again.
+    """
+    below = [p for (_, p), end in offsets_to_commit.items()
+             if end is not KEEP_COMMITTED and committed[p].offset < plan.start_offsets.get(p, -1)]
+    if below:
+        p = below[0]
+        raise SinkPreconditionError(
+            f"batch {plan.batch_id} is run again after a restart, but group {plan.app_id!r} has offset"
+            f" {committed[p].offset} for {topic}[{p}], below the batch's start {plan.start_offsets[p]}: it expired"
+            " (offsets.retention.minutes) or was deleted, and the sink cannot tell which of the batch's records it"
+            f" already wrote. Restore it (kafka-consumer-groups --reset-offsets --group {plan.app_id} --topic"
+            f" {topic}:{p} --to-offset <the offset after the last one delivered> --execute) and restart")
 
 
 # ----------------------------------------------------------------------------- partition scope
@@ -363,15 +470,85 @@ def partition_task(plan: TaskPlan):
         end = plan.end_offsets.get(partition)
         if end is None:
             raise SinkPreconditionError(f"no batch end offset for {topic}[{partition}] in the offset log")
+        _check_whole_range(plan, topic, partition, columns)
         row = run_transaction(plan, transactional_id(plan.app_id, topic, partition), columns,
                               {(topic, partition): end})
+        del row["committed_partitions"]
         row.update(topic=topic, partition=partition, end_offset=end)
         yield pa.RecordBatch.from_pylist([row], schema=stats_arrow_schema())
 
     return task
 
 
+def _check_whole_range(plan: TaskPlan, topic: str, partition: int, columns: list[SourceSlice]) -> None:
+    """The task-side split guard: refuse, before Step 1, a slice that is not its partition's whole range.
+
+    A slice commits its partition's batch end, so a slice that Spark cut out of a longer range
+    (minPartitions, maxRecordsPerPartition) would commit the other slices' records unwritten.
+    What Spark planned this Spark partition to read comes from the driver (`planned_ranges`); what
+    the range must be comes from the query's offset log.
+    """
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    planned = plan.planned_ranges
+    planned = planned[context.partitionId()] if planned and context and context.partitionId() < len(planned) else None
+    whole = (topic, partition, plan.start_offsets.get(partition, 0), plan.end_offsets[partition])
+    outside = [o for records in columns for o in (records.offsets[0], records.offsets[-1]) if not whole[2] <= o < whole[3]]
+    if planned != whole or outside:
+        raise SinkPreconditionError(
+            f"batch {plan.batch_id}: a sink task was planned to read {topic}[{partition}] offsets"
+            f" {'?' if planned is None else f'{planned[2]}..{planned[3]}'} of the batch's {whole[2]}..{whole[3]}:"
+            " partition scope needs one Spark partition per Kafka partition (no minPartitions or"
+            " maxRecordsPerPartition split); use --txn-scope batch for those")
+
+
 # ----------------------------------------------------------------------------- the driver side
+
+
+def batch_rdd(df):
+    """The JVM RDD whose partitions a batch's tasks run on.
+
+    foreachBatch hands over a DataFrame over the micro-batch's own RDD (a LogicalRDD), which is
+    read as it is; planning the DataFrame again would cost tens of milliseconds a batch. Any other
+    DataFrame is planned.
+    """
+    execution = df._jdf.queryExecution()
+    logical = execution.logical()
+    return logical.rdd() if logical.getClass().getSimpleName() == "LogicalRDD" else execution.toRdd()
+
+
+def planned_ranges(df) -> tuple | None:
+    """The Kafka offset range of each Spark partition of a batch, as Spark planned it; None if unknown.
+
+    Read on the driver from the batch's RDD lineage: the DataSourceRDD at its root holds one
+    KafkaBatchInputPartition per Spark partition. Only one-to-one dependencies are followed, so
+    that Spark partition i of anything mapped from `df` reads range i; a shuffle gives None.
+    """
+    from py4j.protocol import Py4JError
+
+    try:
+        rdd = batch_rdd(df)
+        while rdd.getClass().getSimpleName() != "DataSourceRDD":
+            dependencies = rdd.dependencies()
+            if dependencies.size() != 1 or dependencies.head().getClass().getSimpleName() != "OneToOneDependency":
+                return None
+            rdd = dependencies.head().rdd()
+        ranges = []
+        for partition in rdd.partitions():
+            offset_range = partition.inputPartition().get().offsetRange()
+            ranges.append((offset_range.topic(), offset_range.partition(), offset_range.fromOffset(),
+                           offset_range.untilOffset()))
+        return tuple(ranges)
+    except Py4JError:  # not a Kafka source, or Spark's classes changed: the tasks refuse
+        return None
+
+
+def _refusal_in(exc: Exception) -> SinkPreconditionError | None:
+    """The refusal a sink task raised, recovered from the Spark job failure that carries it."""
+    marker = f"{SinkPreconditionError.__name__}: "
+    lines = [line for line in str(exc).splitlines() if marker in line]
+    return SinkPreconditionError(lines[-1].split(marker, 1)[1].strip()) if lines else None
 
 
 class TransactionalSink:
@@ -384,59 +561,124 @@ class TransactionalSink:
         self.spark = spark
         self.on_batch = on_batch
         # Member-less group metadata (generation -1, no member id), built once and shipped.
-        memberless = Consumer({"bootstrap.servers": settings.bootstrap_server, "group.id": settings.group_id},
-                              logger=CLIENT_LOG)
-        self.group_metadata = memberless.consumer_group_metadata()
-        memberless.close()
+        memberless = Consumer({"bootstrap.servers": settings.bootstrap_server, "group.id": settings.group_id,
+                               "isolation.level": "read_committed", "enable.auto.commit": False}, logger=CLIENT_LOG)
+        try:
+            self.group_metadata = memberless.consumer_group_metadata()
+            topic = settings.input_topic
+            self._partitions = sorted(memberless.list_topics(topic, timeout=30).topics[topic].partitions)
+            check_scope(read_committed_offsets(memberless, topic, self._partitions), topic, settings.group_id,
+                        settings.txn_scope)
+        finally:
+            memberless.close()
         self.fault = os.environ.get("EOSBENCH_FAULT") or None
         self._check_speculation_off()
+        self._pending_batch = pending_batch(settings.checkpoint_dir)  # read before the query starts
+        # The driver's transactions (empty slices, batch scope, the keeper) share the driver's cached
+        # producers; one lock serialises them, and the keeper never runs while a batch does.
+        self.lock = threading.Lock()
+        self.refusal: SinkPreconditionError | None = None  # what stopped the query, for a one-line error
+        retention = settings.offsets_retention_minutes or brokers_offsets_retention_minutes(settings.bootstrap_server)
+        if retention is None:
+            retention = KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES
+            SINK_LOG.warning("offsets.retention.minutes: the brokers' configuration is not readable, assuming Kafka's"
+                             " default %d; set --offsets-retention-minutes if the brokers expire offsets sooner",
+                             retention)
+        self.keeper = OffsetKeeper(self, retention)
 
     def _check_speculation_off(self) -> None:
         if self.spark.sparkContext.getConf().get("spark.speculation", "false").lower() == "true":
             raise SinkPreconditionError("spark.speculation is on: a speculative copy of a sink task would fence"
                                         " the original mid-transaction; turn it off for --sink kafka-eos")
 
+    def input_partitions(self) -> list[int]:
+        """The input topic's partitions, as of the last batch (or the start)."""
+        return self._partitions
+
     def plan(self, batch_id: int) -> TaskPlan:
         """The closure shipped to this batch's tasks."""
+        checkpoint, topic = self.settings.checkpoint_dir, self.settings.input_topic
         return TaskPlan(
             app_id=self.settings.app_id, output_topic=self.settings.output_topic,
             dead_letter_topic=self.settings.dead_letter, process=self.settings.process,
             producer_config=self.settings.producer_config(), group_metadata=self.group_metadata,
-            end_offsets=batch_end_offsets(self.settings.checkpoint_dir, batch_id, self.settings.input_topic),
+            end_offsets=batch_end_offsets(checkpoint, batch_id, topic),
             max_retries=self.settings.max_retries, pre_register=self.settings.pre_register_partitions,
-            batch_id=batch_id, fault=self.fault,
+            batch_id=batch_id, fault=self.fault, txn_scope=self.settings.txn_scope,
+            start_offsets=batch_start_offsets(checkpoint, batch_id, topic),
+            replayed=0 < batch_id == self._pending_batch,
         )
+
+    @contextmanager
+    def keeping_offsets(self) -> Iterator[TransactionalSink]:
+        """A context in which the keeper refreshes the group's offsets (the query's lifetime)."""
+        self.keeper.start()
+        try:
+            yield self
+        finally:
+            self.keeper.stop()
 
     def __call__(self, df, batch_id: int) -> None:
         started = time.perf_counter()
-        plan = self.plan(batch_id)
-        stats = BatchStats(batch_id)
-        source = df.select(*source_columns())
-        with stop_kept_short(batch_id):
-            if self.settings.txn_scope == "partition":
-                self._check_not_split(source, plan)
-                rows = source.mapInArrow(partition_task(plan), STATS_SCHEMA).collect()
-                seen = [(row["topic"], row["partition"]) for row in rows]
-                if len(seen) != len(set(seen)):
-                    raise ExactlyOnceViolation(f"batch {batch_id}: two tasks wrote for one input partition:"
-                                               f" {sorted(seen)}")
-                for row in rows:
-                    stats.add_task(row.asDict())
-                self._commit_empty_slices(plan, {p for _, p in seen}, stats)
-            else:
-                stats.add_task(self._batch_scope(source, plan))
+        try:
+            with self.lock, stop_kept_short(batch_id):
+                stats = self._run_batch(df, batch_id)
+        except SinkPreconditionError as exc:
+            self.refusal = exc
+            raise
+        except Exception as exc:
+            refusal = _refusal_in(exc)
+            if refusal is None:
+                raise
+            self.refusal = refusal
+            raise refusal from None
         stats.duration_s = time.perf_counter() - started
         if self.on_batch:
             self.on_batch(stats)
         if self.fault == f"kill-driver-after-sink-commit:{batch_id}":
             _kill_driver(self.spark)
 
-    def _check_not_split(self, source, plan: TaskPlan) -> None:
-        partitions = source.rdd.getNumPartitions()
-        if partitions > len(plan.end_offsets):
+    def _run_batch(self, df, batch_id: int) -> BatchStats:
+        plan = self.plan(batch_id)
+        self._partitions = sorted(set(self._partitions) | set(plan.end_offsets))
+        stats = BatchStats(batch_id)
+        source = df.select(*source_columns())
+        if self.settings.txn_scope == "partition":
+            # `df`, not `source`: a projection keeps the partitions, and only `df` is foreachBatch's own.
+            if self.fault != "blind-driver-split-check":
+                self._check_one_task_per_partition(df, plan)
+            plan = replace(plan, planned_ranges=planned_ranges(df))
+            rows = source.mapInArrow(partition_task(plan), STATS_SCHEMA).collect()
+            seen = [(row["topic"], row["partition"]) for row in rows]
+            if len(seen) != len(set(seen)):
+                raise ExactlyOnceViolation(f"batch {batch_id}: two tasks wrote for one input partition:"
+                                           f" {sorted(seen)}")
+            for row in rows:
+                stats.add_task(row.asDict())
+            self.keeper.committed(row["partition"] for row in rows if row["outcome"] == "committed")
+            self._commit_empty_slices(plan, {p for _, p in seen}, stats)
+        else:
+            row = self._batch_scope(source, plan)
+            stats.add_task(row)
+            self.keeper.committed(row["committed_partitions"])
+        return stats
+
+    def _check_one_task_per_partition(self, df, plan: TaskPlan) -> None:
+        """The driver's split guard: one Spark partition per Kafka partition with new offsets.
+
+        Spark drops the ranges that hold no offsets before it splits the others (minPartitions,
+        maxRecordsPerPartition), so the Spark partitions are counted against the partitions whose
+        range is not empty: this batch's ends in the offset log against the previous batch's
+        (or the query's initial offsets).
+        """
+        tasks = batch_rdd(df).getNumPartitions()
+        with_offsets = sorted(p for p, end in plan.end_offsets.items() if end > plan.start_offsets.get(p, 0))
+        if tasks != len(with_offsets):
             raise SinkPreconditionError(
-                f"batch {plan.batch_id} has {partitions} Spark partitions for {len(plan.end_offsets)} Kafka"
-                " partitions: a split (minPartitions / maxRecordsPerPartition) breaks one transaction per partition")
+                f"batch {plan.batch_id} has {tasks} Spark partitions for {len(with_offsets)} Kafka partitions with"
+                f" new offsets ({self.settings.input_topic} {with_offsets}): partition scope needs exactly one Spark"
+                " partition per Kafka partition, so no minPartitions or maxRecordsPerPartition split and no shuffle"
+                " or coalesce before the sink; use --txn-scope batch for those")
 
     def _commit_empty_slices(self, plan: TaskPlan, with_records: set[int], stats: BatchStats) -> None:
         """Move the group's offsets over slices that held only aborted records and markers."""
@@ -445,7 +687,8 @@ class TransactionalSink:
             if partition in with_records:
                 continue
             row = run_transaction(plan, transactional_id(plan.app_id, topic, partition), [], {(topic, partition): end})
-            stats.fenced += row["fenced"]
+            stats.add_task(row)
+            self.keeper.committed(row["committed_partitions"])
 
     def _batch_scope(self, source, plan: TaskPlan) -> dict:
         """One driver-side transaction for the whole micro-batch."""
@@ -460,6 +703,22 @@ class TransactionalSink:
                               {(topic, p): end for p, end in plan.end_offsets.items()})
         row.update(topic=topic, partition=-1, end_offset=-1)
         return row
+
+    def recommit(self, partitions: list[int]) -> list[int]:
+        """Re-commit the group's current offsets of these partitions, unchanged (the keeper's refresh)."""
+        topic = self.settings.input_topic
+        plan = TaskPlan(
+            app_id=self.settings.app_id, output_topic=self.settings.output_topic,
+            dead_letter_topic=self.settings.dead_letter, process=self.settings.process,
+            producer_config=self.settings.producer_config(), group_metadata=self.group_metadata, end_offsets={},
+            max_retries=self.settings.max_retries, pre_register=False, batch_id=-1, fault=None,
+            txn_scope=self.settings.txn_scope)
+        if self.settings.txn_scope == "batch":
+            rows = [run_transaction(plan, f"{plan.app_id}.batch", [], {(topic, p): KEEP_COMMITTED for p in partitions})]
+        else:
+            rows = [run_transaction(plan, transactional_id(plan.app_id, topic, p), [], {(topic, p): KEEP_COMMITTED})
+                    for p in partitions]
+        return sorted(p for row in rows for p in row["committed_partitions"])
 
 
 def _kill_driver(spark) -> None:

@@ -17,13 +17,14 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 if __package__ in (None, ""):  # `spark-submit streaming/job.py`: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from conf.settings import DEFAULT_BOOTSTRAP  # noqa: E402
+from conf.settings import DEFAULT_BOOTSTRAP, SettingsError  # noqa: E402
 from conf.stream_settings import StreamSettings  # noqa: E402
 from streaming.stats import BatchStats, histogram_percentile  # noqa: E402
 
@@ -46,6 +47,14 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dead-letter-topic", help="where poison records go (default: <output-topic>.dlq)")
     parser.add_argument("--delta-path", type=Path, help="table folder for --sink delta")
     parser.add_argument("--producer-props", nargs="+", default=[], metavar="K=V", help="sink producer properties")
+    parser.add_argument("--source-options", nargs="+", default=[], metavar="K=V",
+                        help="Spark Kafka source options, such as kafka.fetch.max.bytes=1048576 or minPartitions=8"
+                             " (--txn-scope partition refuses a batch that minPartitions or maxRecordsPerPartition"
+                             " splits)")
+    parser.add_argument("--offsets-retention-minutes", type=int, metavar="MINUTES",
+                        help="the brokers' offsets.retention.minutes, for a principal that may not describe broker"
+                             " configs (default: ask the brokers, else Kafka's 10080); the sink re-commits idle"
+                             " partitions' group offsets every third of it")
     parser.add_argument("--max-retries", type=int, default=5, help="transaction retries inside a task")
     parser.add_argument("--metrics-port", type=int, help="serve the driver's Prometheus /metrics on this port")
     parser.add_argument("--metrics-host", default="127.0.0.1", help="address /metrics binds to (default: 127.0.0.1)")
@@ -58,38 +67,36 @@ def settings_from_args(args: argparse.Namespace) -> StreamSettings:
     fields = {name: value for name, value in vars(args).items()
               if name in StreamSettings.model_fields and value is not None}
     fields["producer_props"] = tuple(fields.get("producer_props", ()))
+    fields["source_options"] = tuple(fields.get("source_options", ()))
     return StreamSettings(**fields)
 
 
 # ----------------------------------------------------------------------------- source
 
 
-def group_starting_offsets(settings: StreamSettings) -> str:
-    """startingOffsets JSON rebuilt from the sink group's committed offsets (earliest where none)."""
-    from confluent_kafka import Consumer, TopicPartition
+def starting_offsets(settings: StreamSettings) -> str:
+    """The source's startingOffsets; `group` is rebuilt from the sink group's committed offsets.
 
-    from conf.client_log import CLIENT_LOG
+    Spark uses startingOffsets only for a query that has not started before: with the query's
+    initial offsets in the checkpoint, it resumes from the checkpoint and ignores them.
+    """
+    from streaming.checkpoint import initial_offsets
+    from streaming.sink_group import group_starting_offsets
 
-    consumer = Consumer({"bootstrap.servers": settings.bootstrap_server, "group.id": settings.group_id,
-                         "isolation.level": "read_committed", "enable.auto.commit": False}, logger=CLIENT_LOG)
-    try:
-        metadata = consumer.list_topics(settings.input_topic, timeout=30).topics[settings.input_topic]
-        committed = consumer.committed([TopicPartition(settings.input_topic, p) for p in metadata.partitions],
-                                       timeout=60)
-    finally:
-        consumer.close()
-    return json.dumps({settings.input_topic: {str(tp.partition): tp.offset if tp.offset >= 0 else -2
-                                              for tp in committed}})
+    if settings.starting_offsets != "group" or initial_offsets(settings.checkpoint_dir):
+        return "earliest" if settings.starting_offsets == "group" else settings.starting_offsets
+    return group_starting_offsets(settings.bootstrap_server, settings.group_id, settings.input_topic,
+                                  [settings.output_topic, settings.dead_letter])
 
 
 def source(spark, settings: StreamSettings):
     """The read_committed Kafka stream."""
-    starting = group_starting_offsets(settings) if settings.starting_offsets == "group" else settings.starting_offsets
     reader = (spark.readStream.format("kafka")
+              .options(**settings.extra_source_options())
               .option("kafka.bootstrap.servers", settings.bootstrap_server)
               .option("subscribe", settings.input_topic)
               .option("kafka.isolation.level", "read_committed")
-              .option("startingOffsets", starting)
+              .option("startingOffsets", starting_offsets(settings))
               .option("includeHeaders", "true"))
     if settings.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)
@@ -292,23 +299,29 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     writer = writer.trigger(availableNow=True) if settings.trigger == "available-now" \
         else writer.trigger(processingTime=settings.trigger)
     started = time.monotonic()
-    query = writer.start()
-    watcher = _ProgressWatcher(query, settings, metrics) if metrics else None
-    try:
-        if settings.trigger == "available-now" or settings.timeout_s is None:
-            query.awaitTermination()
-        elif not query.awaitTermination(settings.timeout_s):
+    with sink.keeping_offsets() if isinstance(sink, TransactionalSink) else nullcontext():
+        query = writer.start()
+        watcher = _ProgressWatcher(query, settings, metrics) if metrics else None
+        try:
+            if settings.trigger == "available-now" or settings.timeout_s is None:
+                query.awaitTermination()
+            elif not query.awaitTermination(settings.timeout_s):
+                query.stop()
+        except KeyboardInterrupt:
             query.stop()
-    except KeyboardInterrupt:
-        query.stop()
-    finally:
-        if watcher:
-            watcher.stop()
+        except Exception:  # the query failed; a refusal of the sink says why in one line
+            if getattr(sink, "refusal", None) is None:
+                raise
+        finally:
+            if watcher:
+                watcher.stop()
     summary.seconds = time.monotonic() - started
     # Every sink's input count, with no extra Spark job (session.py keeps enough progress).
     progress = query.recentProgress
     summary.input_rows = sum(report.numInputRows for report in progress)
     summary.steady_input_rows_per_s = steady_input_rate(progress)
+    if getattr(sink, "refusal", None) is not None:
+        raise sink.refusal
     if query.exception() is not None:
         raise RuntimeError(f"the streaming query failed: {str(query.exception()).splitlines()[0]}")
     if settings.output_json:
@@ -328,7 +341,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.exit(2, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
     spark = build_spark_session(f"eosbench-stream-{settings.app_id}")
-    summary = run(spark, settings)
+    try:
+        summary = run(spark, settings)
+    except SettingsError as exc:  # the sink refused the query or the group: nothing was committed
+        parser.exit(2, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
     print(summary.to_json())
     return 0
 

@@ -7,7 +7,9 @@ queues a partition for AddPartitionsToTxn, and `send_offsets_to_transaction` sen
 AddOffsetsToTxn and TxnOffsetCommit. With the option on, a task's transaction therefore runs on
 a kafka-python producer that, right after begin_transaction,
 
-  1. queues every partition of the output topic for the transaction,
+  1. queues every partition of the output topic for the transaction, and the dead-letter
+     partitions its poison records will go to (the records are processed before the transaction
+     begins, so these are known, and picked with the partitioner the producer itself uses),
   2. sends the batch's offsets for the group (known before any record is read: they come from
      the query's offset log), which registers the group, and
   3. waits until the coordinator has acknowledged every partition,
@@ -86,7 +88,8 @@ class PreRegisteringProducer:
     def send_offsets_to_transaction(self, offsets, group_metadata, timeout: float | None = None) -> None:
         """Commit offsets with the transaction (a no-op when pre-registration already sent them)."""
         if not self._offsets_sent:
-            self._send_offsets({(tp.topic, tp.partition): tp.offset for tp in offsets}, group_metadata)
+            self._send_offsets({(tp.topic, tp.partition): tp.offset for tp in offsets}, group_metadata,
+                               offsets[0].metadata if offsets else "")
 
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Commit."""
@@ -104,29 +107,41 @@ class PreRegisteringProducer:
 
     # pre-registration ----------------------------------------------------------------------
 
-    def _send_offsets(self, offsets: dict[tuple[str, int], int], group_id: str) -> None:
+    def _send_offsets(self, offsets: dict[tuple[str, int], int], group_id: str, metadata: str) -> None:
         from kafka.structs import OffsetAndMetadata, TopicPartition
 
+        # The same bytes as confluent-kafka's commits, C terminator included: librdkafka hands back a
+        # committed offset's metadata without one unless it was committed with one (sink_group._scope_in).
         self._producer.send_offsets_to_transaction(
-            {TopicPartition(t, p): OffsetAndMetadata(end, "", -1) for (t, p), end in offsets.items()}, group_id)
+            {TopicPartition(t, p): OffsetAndMetadata(end, metadata + "\0", -1) for (t, p), end in offsets.items()},
+            group_id)
         self._offsets_sent = True
 
-    def pre_register(self, output_topic: str, offsets: dict[tuple[str, int], int], group_id: str,
-                     timeout_s: float = 60.0) -> int:
-        """Register every output partition and the group; return the coordinator round trips taken."""
+    def pre_register(self, output_topic: str, offsets: dict[tuple[str, int], int], group_id: str, metadata: str,
+                     dead_letter: tuple[str, list] = ("", []), timeout_s: float = 60.0) -> int:
+        """Register every output partition, the dead-letter partitions of `dead_letter`'s keys and the
+        group (its offsets carry `metadata`); return the coordinator round trips taken."""
         from kafka.structs import TopicPartition
 
         before = self._counter.count
         manager = self._producer._transaction_manager  # kafka-python's own API for this
         partitions = [TopicPartition(output_topic, p) for p in sorted(self._producer.partitions_for(output_topic))]
+        dead_letter_topic, dead_keys = dead_letter
+        if dead_keys:
+            self._producer.partitions_for(dead_letter_topic)  # waits for the topic's metadata
+            # The producer's own partitioner (the records are sent without serializers), so these
+            # are the partitions send() will pick.
+            pick = self._producer.config["partitioner"].partition
+            partitions += [TopicPartition(dead_letter_topic, p) for p in sorted(
+                {pick(dead_letter_topic, key, key, None, None, self._producer._metadata) for key in dead_keys})]
         with manager._lock:  # re-entrant; queue them all before the sender looks: one AddPartitionsToTxn
             for tp in partitions:
                 manager.maybe_add_partition_to_transaction(tp)
         self._producer._sender.wakeup()
-        self._send_offsets(offsets, group_id)  # blocks until AddOffsetsToTxn + TxnOffsetCommit are done
+        self._send_offsets(offsets, group_id, metadata)  # blocks until AddOffsetsToTxn + TxnOffsetCommit are done
         deadline = time.monotonic() + timeout_s
         while not all(manager.is_partition_added(tp) for tp in partitions):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"partitions of {output_topic} not registered within {timeout_s} s")
+                raise TimeoutError(f"partitions of {output_topic} (and dead letters) not registered in {timeout_s} s")
             time.sleep(0.0005)
         return self._counter.count - before

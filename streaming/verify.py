@@ -1,12 +1,18 @@
-"""The exactly-once verifier: every check of DESIGN.md's "Verification", as set arithmetic.
+"""The exactly-once verifier: every check of DESIGN.md's "Verification", as multiset arithmetic.
 
 Only integers are kept (sequence numbers, partitions, offsets), in numpy arrays, so millions of
 records fit in a few tens of megabytes; payloads are never held. Checks:
 
-- output ids (plus dead-lettered ids) = committed input ids, as multisets: no duplicate, no loss;
+- every committed input record is delivered exactly once: the multiset of (partition, offset)
+  named by the eos.src headers of the output and dead-lettered records equals the committed
+  input's (partition, offset) (no duplicate, no loss), and nothing delivered names an offset
+  the input does not hold (unexpected);
+- as a second view, the delivered keys equal the committed input's keys as multisets, counting
+  each key as often as it occurs (an input may repeat keys; a set would hide a loss among them);
 - no output record stems from an aborted input (its eos.src names a committed input offset);
 - order is kept: within each (input partition, output partition) pair, eos.src offsets increase;
-- no transaction is left hanging: last stable offset = end offset on every partition;
+- no transaction is left hanging: last stable offset = end offset on every partition of the
+  input, the output and the dead-letter topic;
 - the sink group's committed offsets equal the input's end offsets (when --app-id is given).
 Aborted data is also read (read_uncommitted) to show that it existed and stayed hidden.
 
@@ -36,6 +42,7 @@ import numpy as np
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from conf.client_log import CLIENT_LOG
+from streaming.sink_group import read_committed_offsets
 
 SAMPLE = 10  # ids quoted per violation in the report
 _SRC_HEADER = "eos.src"
@@ -177,8 +184,7 @@ def group_offsets(bootstrap: str, group: str, topic: str, partitions: list[int])
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
                          "enable.auto.commit": False}, logger=CLIENT_LOG)
     try:
-        return {tp.partition: tp.offset for tp in
-                consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=60)}
+        return {p: c.offset for p, c in read_committed_offsets(consumer, topic, partitions).items()}
     finally:
         consumer.close()
 
@@ -194,10 +200,12 @@ class VerifyReport:
     output_committed: int = 0
     output_aborted_hidden: int = 0
     dead_lettered: int = 0
-    duplicates: int = 0
-    lost: int = 0
-    unexpected: int = 0
-    aborted_reads: int = 0
+    duplicates: int = 0  # deliveries of a committed input record beyond its first (by eos.src)
+    lost: int = 0  # committed input records never delivered (by eos.src)
+    unexpected: int = 0  # delivered records whose eos.src names no offset of the input
+    aborted_reads: int = 0  # delivered records whose eos.src names an input offset that is no committed record
+    key_surplus: int = 0  # second view: deliveries of a key beyond the times the input holds it
+    key_deficit: int = 0  # second view: times an input key occurs beyond its deliveries
     order_violations: int = 0
     hanging_partitions: list[str] = field(default_factory=list)
     group_offset_mismatches: list[str] = field(default_factory=list)
@@ -242,6 +250,7 @@ def verify(bootstrap: str, input_topic: str, output_topic: str, app_id: str | No
     read = indexes.read if indexes is not None else read_index
     report = VerifyReport(input_topic, output_topic)
     with_dead_letter = bool(dead_letter_topic) and (topic_exists is None or topic_exists(dead_letter_topic))
+    outputs = [output_topic] + ([dead_letter_topic] if with_dead_letter else [])
     cutoff = stable = None
     if live:
         if not app_id:
@@ -251,7 +260,6 @@ def verify(bootstrap: str, input_topic: str, output_topic: str, app_id: str | No
         stable = {p: lso for p, (lso, _) in stable_and_end_offsets(bootstrap, input_topic).items()}
         # Everything counted in the group's offsets was written before them: once the transactions
         # open on the outputs now have ended, all of it lies below the last stable offsets.
-        outputs = [output_topic] + ([dead_letter_topic] if with_dead_letter else [])
         report.hanging_partitions += wait_until_stable(bootstrap, outputs, timeout_s=stable_timeout_s)
     committed_in = read(bootstrap, input_topic, "read_committed", with_src=False)
     all_in = None if live else read_index(bootstrap, input_topic, "read_uncommitted", with_src=False)
@@ -267,32 +275,21 @@ def verify(bootstrap: str, input_topic: str, output_topic: str, app_id: str | No
     report.output_aborted_hidden = int(out_all.seq.size - out.seq.size) if out_all is not None else 0
     report.dead_lettered = int(dead.seq.size) if dead is not None else 0
 
-    delivered_seq = np.concatenate((out.seq, dead.seq)) if dead is not None else out.seq
-    src_partition = np.concatenate((out.src_partition, dead.src_partition)) if dead is not None else out.src_partition
-    src_offset = np.concatenate((out.src_offset, dead.src_offset)) if dead is not None else out.src_offset
-    delivered_src = _pack(src_partition, src_offset)
-    ids, counts = np.unique(delivered_seq, return_counts=True)
-    duplicated = ids[counts > 1]
-    report.duplicates = int((counts[counts > 1] - 1).sum())
+    delivered = TopicIndex.concatenated(out, dead) if dead is not None else out
     expected = committed_in.below(cutoff) if cutoff is not None else committed_in
-    expected_ids = np.unique(expected.seq)
-    lost = np.setdiff1d(expected_ids, ids, assume_unique=True)
     # In a live run a delivered record is judged only once its source is below the stable offsets read.
-    judged = (src_offset < _bounds(src_partition, stable) if stable is not None else np.ones(delivered_seq.size, dtype=bool))
-    unexpected = np.setdiff1d(np.unique(delivered_seq[judged]), np.unique(committed_in.seq), assume_unique=True)
-    report.lost, report.unexpected = int(lost.size), int(unexpected.size)
-    committed_src = _pack(committed_in.partition, committed_in.offset)
-    from_aborted = judged & ~np.isin(delivered_src, committed_src)
-    report.aborted_reads = int(np.count_nonzero(from_aborted))
+    judged = _below(delivered.src_partition, delivered.src_offset, stable)
+    _judge(report, delivered, judged, committed_in, expected)
+    # The key view counts what was delivered for the records that had to be: in a live run, those
+    # whose source is below the group's offsets.
+    _judge_keys(report, delivered.seq[judged & _below(delivered.src_partition, delivered.src_offset, cutoff)],
+                expected.seq)
     report.order_violations = _order_violations(out)
-    report.samples = {"duplicates": duplicated[:SAMPLE].tolist(), "lost": lost[:SAMPLE].tolist(),
-                      "unexpected": unexpected[:SAMPLE].tolist(),
-                      "aborted_reads": delivered_seq[from_aborted][:SAMPLE].tolist()}
 
     if live:
         return _conclude(report)
     input_ends = stable_and_end_offsets(bootstrap, input_topic)
-    for topic, offsets in ((input_topic, input_ends), (output_topic, stable_and_end_offsets(bootstrap, output_topic))):
+    for topic, offsets in [(input_topic, input_ends), *((t, stable_and_end_offsets(bootstrap, t)) for t in outputs)]:
         for partition, (stable, end) in offsets.items():
             if stable != end:
                 report.hanging_partitions.append(f"{topic}[{partition}]: last stable offset {stable} < end {end}")
@@ -305,9 +302,48 @@ def verify(bootstrap: str, input_topic: str, output_topic: str, app_id: str | No
     return _conclude(report)
 
 
+def _below(partitions: np.ndarray, offsets: np.ndarray, bounds: dict[int, int] | None) -> np.ndarray:
+    """Which (partition, offset) pairs lie under a per-partition bound; all of them without bounds."""
+    if bounds is None:
+        return np.ones(offsets.size, dtype=bool)
+    return (partitions >= 0) & (offsets < _bounds(partitions, bounds))
+
+
+def _judge(report: VerifyReport, delivered: TopicIndex, judged: np.ndarray, committed_in: TopicIndex,
+           expected: TopicIndex) -> None:
+    """The record view: the (partition, offset) each delivered record names, against the input's."""
+    delivered_src = _pack(delivered.src_partition, delivered.src_offset)
+    committed_src = _pack(committed_in.partition, committed_in.offset)
+    from_committed = np.isin(delivered_src, committed_src)
+    in_input = (delivered.src_offset >= 0) & _below(delivered.src_partition, delivered.src_offset,
+                                                    committed_in.end_offsets)
+    sources, deliveries = np.unique(delivered_src[judged & from_committed], return_counts=True)
+    report.duplicates = int((deliveries - 1).sum())
+    lost = ~np.isin(_pack(expected.partition, expected.offset), delivered_src)
+    unexpected = judged & ~in_input
+    aborted = judged & in_input & ~from_committed
+    report.lost, report.unexpected, report.aborted_reads = (int(np.count_nonzero(m)) for m in (lost, unexpected, aborted))
+    duplicated = np.isin(delivered_src, sources[deliveries > 1])
+    report.samples.update({"duplicates": np.unique(delivered.seq[duplicated])[:SAMPLE].tolist(),
+                           "lost": expected.seq[lost][:SAMPLE].tolist(),
+                           "unexpected": delivered.seq[unexpected][:SAMPLE].tolist(),
+                           "aborted_reads": delivered.seq[aborted][:SAMPLE].tolist()})
+
+
+def _judge_keys(report: VerifyReport, delivered_keys: np.ndarray, expected_keys: np.ndarray) -> None:
+    """The key view: each key delivered as many times as the committed input holds it."""
+    keys, index = np.unique(np.concatenate((delivered_keys, expected_keys)), return_inverse=True)
+    surplus = (np.bincount(index[: delivered_keys.size], minlength=keys.size)
+               - np.bincount(index[delivered_keys.size:], minlength=keys.size))
+    report.key_surplus, report.key_deficit = int(surplus[surplus > 0].sum()), int(-surplus[surplus < 0].sum())
+    report.samples.update({"key_surplus": keys[surplus > 0][:SAMPLE].tolist(),
+                           "key_deficit": keys[surplus < 0][:SAMPLE].tolist()})
+
+
 def _conclude(report: VerifyReport) -> VerifyReport:
     for name, count in (("duplicates", report.duplicates), ("lost", report.lost), ("unexpected", report.unexpected),
-                        ("aborted_reads", report.aborted_reads), ("order_violations", report.order_violations)):
+                        ("aborted_reads", report.aborted_reads), ("key_surplus", report.key_surplus),
+                        ("key_deficit", report.key_deficit), ("order_violations", report.order_violations)):
         if count:
             report.violations.append(f"{name}: {count}")
     report.violations += [f"hanging: {h}" for h in report.hanging_partitions]

@@ -29,3 +29,19 @@ def aborted_ids(transactions) -> Counter:
     """The sequence numbers of every transaction logged as aborted."""
     return Counter(seq for first, n, outcome in transactions if outcome == "aborted"
                    for seq in range(first, first + n))
+
+
+def commit_keys(bootstrap: str, topic: str, keys, partition: int = 0, value: bytes = b"value") -> None:
+    """Commit one transaction of records with these keys, in order, to one partition; return once
+    its commit markers are written (only then does read_committed see the records)."""
+    from confluent_kafka import Producer
+
+    from streaming.verify import wait_until_stable
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}.keys"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for key in keys:
+        producer.produce(topic, value, str(key).encode(), partition=partition)
+    producer.commit_transaction(30)
+    assert wait_until_stable(bootstrap, [topic], timeout_s=30) == []

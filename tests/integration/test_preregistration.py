@@ -9,12 +9,16 @@ from __future__ import annotations
 import logging
 
 import pyarrow as pa
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 
-from streaming.eos_sink import TaskPlan, _drop_producer, run_transaction
+from eosbench.kafka_admin import create_topic
+
+from streaming.eos_sink import TaskPlan, _drop_producer, producer_key, run_transaction
 from streaming.process import arrow_columns
+from streaming.sink_group import CommittedOffset, read_committed_offsets
+from streaming.verify import stable_and_end_offsets
 from tests.integration.kafka_reads import read_all
-from tests.integration.produce_helpers import produce
+from tests.integration.produce_helpers import commit_keys, produce
 
 
 class Recorder(logging.Handler):
@@ -32,7 +36,7 @@ def slice_of(bootstrap: str, topic: str) -> tuple:
     """Partition 0 of a topic as the Arrow columns a sink task receives."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "slice-reader", "isolation.level": "read_committed",
                          "auto.offset.reset": "earliest", "enable.partition.eof": True})
-    consumer.assign([__import__("confluent_kafka").TopicPartition(topic, 0, 0)])
+    consumer.assign([TopicPartition(topic, 0, 0)])
     rows = {"topic": [], "partition": [], "offset": [], "timestamp": [], "key": [], "value": []}
     while True:
         message = consumer.poll(10)
@@ -51,22 +55,25 @@ def slice_of(bootstrap: str, topic: str) -> tuple:
 
 def test_partitions_and_group_are_registered_before_the_first_produce_request(bootstrap, new_topic):
     source, sink = new_topic(partitions=1), new_topic(partitions=4)
+    create_topic(bootstrap, f"{sink}.dlq", 4, 1)
     produce(bootstrap, source, 400, records_per_transaction=400)
+    commit_keys(bootstrap, source, (90_000, 90_001, 90_002), value=b"POISON record")
+    end = stable_and_end_offsets(bootstrap, source)[0][1]
     columns = slice_of(bootstrap, source)
     plan = TaskPlan(app_id=f"prereg-{sink}", output_topic=sink, dead_letter_topic=f"{sink}.dlq", process="passthrough",
                     producer_config={"bootstrap.servers": bootstrap, "linger.ms": "5"}, group_metadata=None,
-                    end_offsets={0: 401}, max_retries=0, pre_register=True, batch_id=0, fault=None)
+                    end_offsets={0: end}, max_retries=0, pre_register=True, batch_id=0, fault=None)
     recorder = Recorder()
     kafka_log = logging.getLogger("kafka")
     kafka_log.addHandler(recorder)
     kafka_log.setLevel(logging.DEBUG)
     txn_id = f"{plan.app_id}.{source}.0"
     try:
-        stats = run_transaction(plan, txn_id, [columns], {(source, 0): 401})
+        stats = run_transaction(plan, txn_id, [columns], {(source, 0): end})
     finally:
         kafka_log.removeHandler(recorder)
         kafka_log.setLevel(logging.WARNING)
-        _drop_producer(txn_id)
+        _drop_producer(producer_key(plan, txn_id))
 
     messages = recorder.messages
     begin = next(i for i, m in enumerate(messages) if m.startswith("Begin adding new partition"))
@@ -79,7 +86,26 @@ def test_partitions_and_group_are_registered_before_the_first_produce_request(bo
         assert any(f"TopicPartition(topic='{sink}', partition={partition})" in m for m in registered), \
             f"partition {partition} was not registered before the first Produce request"
     assert len(registered) == 1, "all partitions go in one AddPartitionsToTxn round trip"
-    assert stats["outcome"] == "committed" and stats["records_out"] == 400
+    dead_letter_partitions = {p for p in range(4) if f"TopicPartition(topic='{sink}.dlq', partition={p})" in registered[0]}
+    assert dead_letter_partitions == partitions_holding(bootstrap, f"{sink}.dlq") != set(), \
+        "exactly the dead-letter partitions the poison records went to are registered up front"
+    assert stats["outcome"] == "committed" and stats["records_out"] == 400 and stats["records_dead_lettered"] == 3
     assert stats["register_round_trips"] >= 2  # AddPartitionsToTxn and AddOffsetsToTxn, at least
     assert stats["first_send_after_begin_s"] > 0
     assert sorted(int(k) for k in read_all(bootstrap, sink)) == list(range(400))
+    assert sorted(int(k) for k in read_all(bootstrap, f"{sink}.dlq")) == [90_000, 90_001, 90_002]
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": plan.app_id, "isolation.level": "read_committed"})
+    assert read_committed_offsets(reader, source, [0]) == {0: CommittedOffset(end, "partition")}, \
+        "kafka-python's TxnOffsetCommit carries the scope"
+    reader.close()
+
+
+def partitions_holding(bootstrap: str, topic: str) -> set[int]:
+    """The partitions of a fresh topic that a producer has written to (committed or not: the commit's
+    markers may still be on their way, and only then does read_committed see the records)."""
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "holding", "isolation.level": "read_uncommitted"})
+    try:
+        partitions = reader.list_topics(topic, timeout=10).topics[topic].partitions
+        return {p for p in partitions if reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] > 0}
+    finally:
+        reader.close()

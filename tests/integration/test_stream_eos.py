@@ -19,9 +19,9 @@ from confluent_kafka import KafkaException, Producer
 from conf.stream_settings import StreamSettings
 from eosbench.local.kafka_admin import create_topic
 from streaming import job
-from streaming.verify import verify
+from streaming.verify import verify, wait_until_stable
 from tests.integration.kafka_reads import read_all
-from tests.integration.produce_helpers import produce
+from tests.integration.produce_helpers import commit_keys, produce
 
 
 @pytest.fixture
@@ -160,12 +160,11 @@ def test_verifier_catches_a_duplicate_a_loss_and_an_aborted_read(bootstrap, spar
     assert verify(bootstrap, settings.input_topic, settings.output_topic).ok
 
     planted = Producer({"bootstrap.servers": bootstrap})
-    first = read_all(bootstrap, settings.output_topic)[0]
-    src = f"{settings.input_topic}:0:0".encode()
-    planted.produce(settings.output_topic, b"dup", first, headers=[("eos.src", src)])  # a duplicate id
+    first = first_record(bootstrap, settings.output_topic)
+    planted.produce(settings.output_topic, b"dup", first.key(), headers=first.headers())  # a second delivery
     planted.flush(30)
     report = verify(bootstrap, settings.input_topic, settings.output_topic)
-    assert report.duplicates == 1 and not report.ok
+    assert report.duplicates == 1 and report.samples["duplicates"] == [int(first.key())] and not report.ok
 
     loss = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{settings.input_topic}.late"})
     loss.init_transactions(30)
@@ -181,6 +180,21 @@ def test_verifier_catches_a_duplicate_a_loss_and_an_aborted_read(bootstrap, spar
     planted.flush(30)
     report = verify(bootstrap, settings.input_topic, settings.output_topic)
     assert report.aborted_reads == 1 and report.samples["aborted_reads"] == [88888]
+
+
+def first_record(bootstrap: str, topic: str):
+    """The first committed record of a topic's partition 0, headers and all."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "first-record", "isolation.level": "read_committed",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        message = consumer.poll(30)
+        assert message is not None and message.error() is None
+        return message
+    finally:
+        consumer.close()
 
 
 def _an_aborted_input_offset(bootstrap: str, topic: str) -> tuple[int, int]:
@@ -207,11 +221,11 @@ def test_a_split_or_a_shuffle_before_the_sink_is_refused_before_anything_is_writ
     (offsets / "0").write_text('v1\n{}\n' + json.dumps({settings.input_topic: ends}) + "\n")
     sink = TransactionalSink(settings, spark)
     batch = read_topic(spark, bootstrap, settings.input_topic)
-    with pytest.raises(SinkPreconditionError, match="Spark partitions for 3 Kafka partitions"):
+    with pytest.raises(SinkPreconditionError, match="has 5 Spark partitions for 3 Kafka partitions"):
         sink(batch.repartition(5), 0)
-    with pytest.raises(Exception, match="several input partitions"):
+    with pytest.raises(SinkPreconditionError, match="has 1 Spark partitions for 3 Kafka partitions"):
         sink(batch.coalesce(1), 0)
-    assert read_all(bootstrap, settings.output_topic) == []
+    assert read_all(bootstrap, settings.output_topic, "read_uncommitted") == []
 
 
 def test_at_least_once_baseline_delivers_every_committed_record(bootstrap, spark, pipeline):
@@ -282,3 +296,180 @@ def _markers(bootstrap: str, topic: str) -> int:
 
     ends = sum(end for _, end in stable_and_end_offsets(bootstrap, topic).values())
     return ends - read_index(bootstrap, topic, "read_uncommitted", with_src=False).seq.size
+
+
+# ----------------------------------------------------------------------------- what the sink refuses
+
+
+@pytest.fixture
+def data_in_partition_0_only(bootstrap, new_topic, tmp_path):
+    """Three input partitions with 30 committed records in partition 0 alone; settings for them."""
+    source, sink = new_topic(partitions=3, prefix="in"), new_topic(partitions=3, prefix="out")
+    create_topic(bootstrap, f"{sink}.dlq", 1, 1)
+    commit_keys(bootstrap, source, range(30))
+
+    def settings(**overrides) -> StreamSettings:
+        fields = dict(input_topic=source, output_topic=sink, bootstrap_server=bootstrap, app_id=f"app-{sink}",
+                      checkpoint=tmp_path / "checkpoint")
+        return StreamSettings(**{**fields, **overrides})
+
+    return settings
+
+
+def assert_nothing_written(bootstrap: str, settings: StreamSettings) -> None:
+    """No group offset, and not even an aborted record, on the output or the dead-letter topic."""
+    from streaming.verify import group_offsets
+
+    assert group_offsets(bootstrap, settings.app_id, settings.input_topic, [0, 1, 2]) == {0: -1, 1: -1, 2: -1}
+    for topic in (settings.output_topic, settings.dead_letter):
+        assert read_all(bootstrap, topic, "read_uncommitted") == []
+
+
+@pytest.mark.parametrize("option", ["minPartitions=3", "maxRecordsPerPartition=11"])
+def test_a_split_partition_is_refused_before_anything_is_committed(bootstrap, spark, data_in_partition_0_only,
+                                                                     option):
+    from streaming.eos_sink import SinkPreconditionError
+
+    settings = data_in_partition_0_only(source_options=(option,))
+    with pytest.raises(SinkPreconditionError, match=r"batch 0 has 3 Spark partitions for 1 Kafka partitions with"
+                                                    r" new offsets") as refused:
+        job.run(spark, settings)
+    assert "\n" not in str(refused.value)
+    assert_nothing_written(bootstrap, settings)
+
+
+def test_each_task_refuses_a_split_the_driver_did_not_see(bootstrap, spark, data_in_partition_0_only, monkeypatch):
+    from streaming.eos_sink import SinkPreconditionError
+
+    monkeypatch.setenv("EOSBENCH_FAULT", "blind-driver-split-check")
+    settings = data_in_partition_0_only(source_options=("minPartitions=3",))
+    with pytest.raises(SinkPreconditionError, match=r"planned to read in-\w+\[0\] offsets \d+\.\.\d+ of the batch's"
+                                                    r" 0\.\.31") as refused:
+        job.run(spark, settings)
+    assert "\n" not in str(refused.value)
+    assert_nothing_written(bootstrap, settings)
+
+
+def test_source_options_reach_spark_and_an_unsplit_batch_runs(bootstrap, spark, data_in_partition_0_only):
+    settings = data_in_partition_0_only(source_options=("minPartitions=1", "kafka.fetch.max.bytes=1048576"))
+    summary = job.run(spark, settings)
+    assert summary.records_out == 30
+    assert wait_until_stable(bootstrap, [settings.output_topic], timeout_s=30) == []
+    assert sorted(int(k) for k in read_all(bootstrap, settings.output_topic)) == list(range(30))
+
+
+def test_a_restart_with_the_other_txn_scope_is_refused(bootstrap, spark, pipeline):
+    from confluent_kafka import Consumer
+
+    from streaming.eos_sink import SinkPreconditionError
+    from streaming.sink_group import read_committed_offsets
+
+    settings = pipeline()
+    job.run(spark, settings)
+    shutil.rmtree(settings.checkpoint_dir)
+    with pytest.raises(SinkPreconditionError, match="committed with --txn-scope partition") as refused:
+        job.run(spark, pipeline(txn_scope="batch", starting_offsets="group"))
+    assert "\n" not in str(refused.value)
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": settings.app_id, "isolation.level": "read_committed"})
+    committed = read_committed_offsets(reader, settings.input_topic, range(3))
+    reader.close()
+    assert {c.scope for c in committed.values()} == {"partition"}, "librdkafka's commits carry the scope"
+    assert_exactly_once(bootstrap, settings)
+
+
+def test_a_group_restart_is_refused_where_a_partition_with_records_has_no_offset(bootstrap, spark, pipeline):
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    settings = pipeline()
+    job.run(spark, settings)
+    # What an expired offset leaves behind (offsets.retention.minutes after the partition's last commit);
+    # confluent-kafka has no OffsetDelete, kafka-python has.
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    deleted = admin.delete_group_offsets(settings.app_id, [TopicPartition(settings.input_topic, 1)])
+    admin.close()
+    assert [error.__name__ for error in deleted.values()] == ["NoError"]
+    shutil.rmtree(settings.checkpoint_dir)
+    flags = ["--input-topic", settings.input_topic, "--output-topic", settings.output_topic, "--bootstrap-server",
+             bootstrap, "--app-id", settings.app_id, "--checkpoint", str(settings.checkpoint_dir),
+             "--starting-offsets", "group"]
+    refused = subprocess.run([sys.executable, "-m", "eosbench.cli", "stream", *flags], capture_output=True, text=True,
+                             timeout=300)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"eosbench: error: --starting-offsets group: group '{settings.app_id}' has no committed"
+                           f" offset for {settings.input_topic} partition(s) 1 although they hold records")
+    with pytest.raises(SystemExit) as exited:  # the same refusal from spark-submit's entry point
+        job.main(flags)
+    assert exited.value.code == 2
+    report = verify(bootstrap, settings.input_topic, settings.output_topic, None, settings.dead_letter)
+    assert report.violations == [] and report.output_committed == report.input_committed
+
+
+def test_a_replay_whose_group_offsets_expired_is_refused(bootstrap, spark, pipeline):
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    from streaming.eos_sink import SinkPreconditionError
+
+    settings = pipeline()
+    job.run(spark, settings)
+    # The driver died between the sink's commit and Spark's commit log, and stayed down for longer
+    # than offsets.retention.minutes: Spark runs the last batch again, and the group has no offsets.
+    last = max(int(p.name) for p in (settings.checkpoint_dir / "commits").iterdir() if p.name.isdigit())
+    (settings.checkpoint_dir / "commits" / str(last)).unlink()
+    (settings.checkpoint_dir / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.delete_group_offsets(settings.app_id, [TopicPartition(settings.input_topic, p) for p in range(3)])
+    admin.close()
+    with pytest.raises(SinkPreconditionError, match=rf"batch {last} is run again after a restart, but group"
+                                                    rf" '{settings.app_id}' has offset -1 for") as refused:
+        job.run(spark, settings)
+    assert "\n" not in str(refused.value)
+    report = verify(bootstrap, settings.input_topic, settings.output_topic, None, settings.dead_letter)
+    assert report.violations == [] and report.output_committed == report.input_committed
+
+
+# ----------------------------------------------------------------------------- the verifier's multisets
+
+
+def test_repeated_input_keys_delivered_once_each_pass(bootstrap, spark, new_topic, tmp_path):
+    source, sink = new_topic(prefix="in"), new_topic(prefix="out")
+    create_topic(bootstrap, f"{sink}.dlq", 1, 1)
+    commit_keys(bootstrap, source, [1, 2, 2, 3, 3, 3])
+    settings = StreamSettings(input_topic=source, output_topic=sink, bootstrap_server=bootstrap, app_id=f"app-{sink}",
+                              checkpoint=tmp_path / "checkpoint")
+    job.run(spark, settings)
+    report = verify(bootstrap, source, sink, settings.app_id, settings.dead_letter)
+    assert report.violations == [] and report.duplicates == report.key_surplus == 0
+    assert report.output_committed == report.input_committed == 6
+
+
+def test_a_record_lost_among_repeated_keys_is_caught(bootstrap, new_topic):
+    source, sink = new_topic(prefix="in"), new_topic(prefix="out")
+    commit_keys(bootstrap, source, [1, 2, 2, 3])  # offsets 0..3
+    writer = Producer({"bootstrap.servers": bootstrap})
+    for offset, key in ((0, 1), (1, 2), (3, 3)):  # the second record with key 2 is never delivered
+        writer.produce(sink, b"value", str(key).encode(), partition=0, headers=[("eos.src", f"{source}:0:{offset}")])
+    writer.flush(30)
+    report = verify(bootstrap, source, sink)
+    assert report.lost == 1 and report.samples["lost"] == [2] and report.duplicates == 0 and not report.ok
+    assert report.key_deficit == 1 and report.samples["key_deficit"] == [2] and report.key_surplus == 0
+
+
+def test_the_final_verify_finds_a_hanging_transaction_on_the_dead_letter_topic(bootstrap, new_topic):
+    source, sink = new_topic(prefix="in"), new_topic(prefix="out")
+    dead_letter = new_topic(prefix="dlq")
+    hanging = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{dead_letter}.hanging"})
+    hanging.init_transactions(30)
+    hanging.begin_transaction()
+    hanging.produce(dead_letter, b"never ended", b"1")
+    hanging.flush(30)
+    try:
+        report = verify(bootstrap, source, sink, dead_letter_topic=dead_letter)
+        assert report.hanging_partitions == [f"{dead_letter}[0]: last stable offset 0 < end 1"] and not report.ok
+    finally:
+        fencer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{dead_letter}.hanging"})
+        fencer.init_transactions(30)  # aborts the open transaction
+    assert wait_until_stable(bootstrap, [dead_letter], timeout_s=30) == []  # the abort marker is written
+    assert verify(bootstrap, source, sink, dead_letter_topic=dead_letter).ok

@@ -89,3 +89,111 @@ class FakeProducer:
             callback(FakeError(KafkaError._PURGE_QUEUE), message)
         self.aborted.extend(self.open_transaction)
         self.open_transaction = []
+
+
+class FakeCluster:
+    """Stands in for confluent_kafka as the sink sees it (`eos_sink._kafka()`): transactional producers
+    and offset readers over one in-memory store of a group's committed offsets (with metadata).
+
+    `commit_faults` lists what the next commits do: "timeout-after-landing" commits and then raises
+    a timeout, as a commit whose response was lost does; "fenced" raises a fenced error instead.
+    """
+
+    def __init__(self, bootstrap: str = "fake:9092"):
+        import confluent_kafka
+
+        self.KafkaException, self.KafkaError, self.TopicPartition = (
+            confluent_kafka.KafkaException, confluent_kafka.KafkaError, confluent_kafka.TopicPartition)
+        self.bootstrap = bootstrap
+        self.group: dict[tuple[str, int], tuple[int, str]] = {}  # (topic, partition) -> (offset, metadata)
+        self.read_errors: list[int | None] = []  # what the next committed() reads report for every partition
+        self.commit_faults: list[str] = []
+        self.producers: list[FakeTransactionalProducer] = []
+        self.consumers: list[FakeOffsetReader] = []
+
+    def Producer(self, config: dict, logger=None):  # noqa: N802 - confluent_kafka's name
+        """A new transactional producer."""
+        producer = FakeTransactionalProducer(self, config)
+        self.producers.append(producer)
+        return producer
+
+    def Consumer(self, config: dict, logger=None):  # noqa: N802 - confluent_kafka's name
+        """A new offset reader."""
+        consumer = FakeOffsetReader(self, config)
+        self.consumers.append(consumer)
+        return consumer
+
+
+class FakeTransactionalProducer:
+    """A transactional producer whose offsets land in its FakeCluster's group on commit."""
+
+    def __init__(self, cluster: FakeCluster, config: dict):
+        self.cluster, self.config = cluster, config
+        self.records: list[tuple[str, bytes]] = []
+        self.offsets: list = []
+        self.commits = 0
+
+    def list_topics(self, topic=None, timeout=None):
+        """Metadata arrives at once."""
+
+    def init_transactions(self, timeout=None):
+        """Nothing to fence."""
+
+    def begin_transaction(self):
+        """Open a transaction."""
+        self.records, self.offsets = [], []
+
+    def produce(self, topic, value=None, key=None, headers=None):
+        """Queue one record."""
+        self.records.append((topic, key))
+
+    def poll(self, timeout=0):
+        """Nothing to serve."""
+        return 0
+
+    def flush(self, timeout=None):
+        """Everything is delivered."""
+        return 0
+
+    def purge(self):
+        """Nothing queued."""
+
+    def send_offsets_to_transaction(self, offsets, group_metadata, timeout=None):
+        """Keep the offsets for the commit."""
+        self.offsets = list(offsets)
+
+    def commit_transaction(self, timeout=None):
+        """Commit the offsets into the group, then play the next commit fault, if any."""
+        fault = self.cluster.commit_faults.pop(0) if self.cluster.commit_faults else None
+        error = self.cluster.KafkaError
+        if fault == "fenced":
+            raise self.cluster.KafkaException(error(error._FENCED, "fenced by a newer instance", fatal=True))
+        for tp in self.offsets:
+            self.cluster.group[(tp.topic, tp.partition)] = (tp.offset, tp.metadata or "")
+        self.commits += 1
+        if fault == "timeout-after-landing":
+            raise self.cluster.KafkaException(error(error._TIMED_OUT, "EndTxn response lost"))
+
+    def abort_transaction(self, timeout=None):
+        """Drop the transaction."""
+        self.records, self.offsets = [], []
+
+
+class FakeOffsetReader:
+    """Reads the FakeCluster group's committed offsets, as Consumer.committed() returns them."""
+
+    def __init__(self, cluster: FakeCluster, config: dict):
+        self.cluster, self.config = cluster, config
+
+    def committed(self, partitions, timeout=None):
+        """The group's offsets (-1001 where none), each with an error if one is queued."""
+        from types import SimpleNamespace
+
+        code = self.cluster.read_errors.pop(0) if self.cluster.read_errors else None
+        answer = []
+        for tp in partitions:
+            offset, metadata = self.cluster.group.get((tp.topic, tp.partition), (-1001, ""))
+            error = self.cluster.KafkaError(code) if code is not None else None
+            answer.append(SimpleNamespace(topic=tp.topic, partition=tp.partition, offset=-1001 if error else offset,
+                                          metadata=None if error else metadata, error=error))
+        return answer

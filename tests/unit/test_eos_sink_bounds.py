@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from streaming import eos_sink
+from streaming.sink_group import CommittedOffset
+
+KEY = ("app.in.0", (("bootstrap.servers", "b:9092"),), False)  # a producer's cache key
 
 
 class BlockedProducer:
@@ -71,9 +73,9 @@ def short_bound(monkeypatch):
 
 def test_a_blocked_call_abandons_the_producer_and_times_out_as_indefinite():
     blocked = BlockedProducer()
-    eos_sink._PRODUCERS["app.in.0"] = blocked
+    eos_sink._PRODUCERS[KEY] = blocked
     with pytest.raises(KafkaException) as raised:
-        eos_sink._send_offsets(blocked, "app.in.0", ["offsets"], "group")
+        eos_sink._send_offsets(blocked, KEY, ["offsets"], "group")
     assert raised.value.args[0].code() == KafkaError._TIMED_OUT
     assert eos_sink._classify(raised.value) == "indefinite"  # Step 5: a new producer fences the old
     assert eos_sink._PRODUCERS == {}
@@ -81,30 +83,32 @@ def test_a_blocked_call_abandons_the_producer_and_times_out_as_indefinite():
 
     blocked.release.set()
     eos_sink._ABANDONED[0][1].join(1)
-    eos_sink._send_offsets(AnsweringProducer(), "app.in.0", ["offsets"], "group")
+    eos_sink._send_offsets(AnsweringProducer(), KEY, ["offsets"], "group")
     assert eos_sink._ABANDONED == [], "a producer whose call has returned is let go"
 
 
 def test_an_answered_call_passes_its_arguments_and_its_error_through():
     answering = AnsweringProducer()
-    eos_sink._send_offsets(answering, "app.in.1", ["offsets"], "group")
+    eos_sink._send_offsets(answering, KEY, ["offsets"], "group")
     assert answering.calls == [(["offsets"], "group", 0.05)]
 
     fenced = KafkaException(KafkaError(KafkaError._FENCED, "fenced"))
     with pytest.raises(KafkaException) as raised:
-        eos_sink._send_offsets(AnsweringProducer(fenced), "app.in.1", ["offsets"], "group")
+        eos_sink._send_offsets(AnsweringProducer(fenced), KEY, ["offsets"], "group")
     assert raised.value is fenced
 
 
 def run_one_transaction(monkeypatch, producers: list[TransactionalProducer]) -> dict:
     """run_transaction for app.in.0 over an empty slice, each new producer taken from `producers`."""
-    def next_producer(plan, txn_id, timings):
-        eos_sink._PRODUCERS.setdefault(txn_id, producers.pop(0))
-        return eos_sink._PRODUCERS[txn_id]
+    def next_producer(plan, key, timings):
+        eos_sink._PRODUCERS.setdefault(key, producers.pop(0))
+        return eos_sink._PRODUCERS[key]
     monkeypatch.setattr(eos_sink, "_producer", next_producer)
-    monkeypatch.setattr(eos_sink, "_committed_offset", lambda plan, topic, partition: -1)
-    plan = SimpleNamespace(max_retries=2, pre_register=False, group_metadata="group", fault=None, batch_id=7,
-                           app_id="app", output_topic="out")
+    monkeypatch.setattr(eos_sink, "_committed_offsets",
+                        lambda plan, topic, partitions: {p: CommittedOffset(-1, None) for p in partitions})
+    plan = eos_sink.TaskPlan(app_id="app", output_topic="out", dead_letter_topic="out.dlq", process="passthrough",
+                             producer_config={}, group_metadata="group", end_offsets={0: 10}, max_retries=2,
+                             pre_register=False, batch_id=7, fault=None)
     return eos_sink.run_transaction(plan, "app.in.0", [], {("in", 0): 10})
 
 
@@ -114,7 +118,7 @@ def test_a_retried_attempt_says_which_phase_failed_and_the_next_producer_commits
     with caplog.at_level(logging.WARNING, logger="eosbench.sink"):
         stats = run_one_transaction(monkeypatch, producers)
     assert stats["outcome"] == "committed" and stats["retries"] == 1 and producers == []
-    assert eos_sink._PRODUCERS["app.in.0"].committed == 1
+    assert [producer.committed for producer in eos_sink._PRODUCERS.values()] == [1]
     [line] = [record.getMessage() for record in caplog.records]
     assert line.startswith("app.in.0: attempt 1 of 3 failed in send_offsets after ")
     assert line.endswith("s (indefinite): KafkaError{code=_TIMED_OUT,val=-185,str=\"send_offsets_to_transaction still blocked\"}")

@@ -66,6 +66,14 @@ def test_three_nodes_replicate_three_ways_with_two_in_sync(tmp_path: Path):
     assert f"log.dirs={tmp_path / 'node-2' / 'data'}\n" in rendered
 
 
+def test_extra_server_properties_come_last_and_a_cluster_without_them_keeps_its_recorded_shape(tmp_path: Path):
+    settings = ClusterSettings(state_dir=tmp_path, server_properties={"offsets.retention.minutes": "1"})
+    assert settings.render_server_properties(settings.nodes()[0]).endswith("\noffsets.retention.minutes=1\n")
+    assert "server_properties" not in ClusterSettings(state_dir=tmp_path).model_dump()
+    with pytest.raises(ValidationError, match="not a one-line broker property"):
+        ClusterSettings(server_properties={"a": "1\nb=2"})
+
+
 @pytest.mark.parametrize("field,value", [("brokers", 2), ("heap_mb", 1024), ("port", 80)])
 def test_cluster_shape_is_validated(field, value):
     with pytest.raises(ValidationError):

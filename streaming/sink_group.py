@@ -1,0 +1,231 @@
+"""The sink's consumer group: its committed offsets, the scope that wrote them, and how long they live.
+
+The group `<app-id>` never has members; only the sink's transactions commit its offsets. Two
+facts about such a group shape the sink:
+
+- **Its offsets expire, one partition at a time.** Kafka's group coordinator treats a group that
+  has no protocol type (a "simple" group) as a standalone committer and drops each partition's
+  offset `offsets.retention.minutes` after that partition's last commit (Kafka 4.3,
+  `ClassicGroup.offsetExpirationCondition`). The sink therefore re-commits the offsets of
+  partitions no batch has committed lately (`OffsetKeeper`, below), and a restart from the
+  group's offsets refuses to guess where a partition that holds data but has no offset left off.
+- **Two transaction scopes must never share it.** Partition scope commits with `T(p)`, batch
+  scope with `<app-id>.batch`; neither fences the other. Every sink commit therefore carries
+  offset metadata naming its scope, and a sink refuses a group whose offsets another scope wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+from conf.settings import SettingsError
+
+SCOPE_TAG_PREFIX = "eosbench txn-scope="
+SCOPES = ("partition", "batch")
+# Kafka's own default for offsets.retention.minutes (7 days), assumed when the brokers cannot be asked.
+KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES = 10080
+_SINK_LOG = logging.getLogger("eosbench.sink")  # the sink's log (eos_sink.py gives it its handler)
+
+
+class SinkPreconditionError(SettingsError):
+    """The query or the group is such that the protocol cannot hold; nothing was committed."""
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    """One partition's committed offset in the sink's group, and the scope whose commit left it."""
+
+    offset: int  # -1 where the group has none
+    scope: str | None  # None: no commit, or a commit that is not the sink's (a reset, an older eosbench)
+
+
+def scope_tag(scope: str) -> str:
+    """The offset metadata every sink commit of this transaction scope carries."""
+    return SCOPE_TAG_PREFIX + scope
+
+
+def _scope_in(tp) -> str | None:
+    """The scope a committed offset's metadata names, if it is a sink's tag.
+
+    librdkafka copies a committed offset's metadata by its length, without a terminator, and
+    confluent-kafka reads the copy as a C string; confluent-kafka writes its own terminator
+    (so its tags read back whole), but metadata another client wrote can come back with bytes
+    of whatever follows it in memory. So the tag is matched by its known prefix, and metadata
+    that is not even text is not a sink's.
+    """
+    try:
+        metadata = tp.metadata or ""
+    except UnicodeDecodeError:
+        return None
+    rest = metadata[len(SCOPE_TAG_PREFIX):] if metadata.startswith(SCOPE_TAG_PREFIX) else ""
+    return next((scope for scope in SCOPES if rest.startswith(scope)), None)
+
+
+def read_committed_offsets(consumer, topic: str, partitions, timeout_s: float = 60.0) -> dict[int, CommittedOffset]:
+    """The group's committed offsets (stable, when the consumer is read_committed) with their scopes.
+
+    An error, for the whole request or for one partition, is never read as "no commit", which
+    would send the sink back to the start of the partition: a passing one (the coordinator moving
+    or loading, a pending transaction's offsets) is retried until the timeout, any other raises.
+    """
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    passing = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+               KafkaError.UNSTABLE_OFFSET_COMMIT, KafkaError.REQUEST_TIMED_OUT, KafkaError.NETWORK_EXCEPTION,
+               KafkaError._TRANSPORT, KafkaError._TIMED_OUT}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            answer = consumer.committed([TopicPartition(topic, p) for p in partitions],
+                                        timeout=max(1.0, deadline - time.monotonic()))
+            error = next((tp.error for tp in answer if tp.error is not None), None)
+        except KafkaException as exc:
+            error = exc.args[0]
+        if error is None:
+            break
+        if not (error.retriable() or error.code() in passing) or time.monotonic() >= deadline:
+            raise KafkaException(error)
+        time.sleep(0.2)
+    return {tp.partition: CommittedOffset(tp.offset if tp.offset >= 0 else -1, _scope_in(tp)) for tp in answer}
+
+
+def check_scope(committed: dict[int, CommittedOffset], topic: str, group: str, scope: str) -> None:
+    """Refuse a group whose offsets the other transaction scope committed."""
+    foreign = sorted(p for p, c in committed.items() if c.scope not in (None, scope))
+    if foreign:
+        other = committed[foreign[0]].scope
+        raise SinkPreconditionError(
+            f"group {group!r} holds offsets of {topic} committed with --txn-scope {other} (partitions"
+            f" {', '.join(map(str, foreign))}); a --txn-scope {scope} sink would not fence that scope's"
+            f" transactions. Keep --txn-scope {other}, or use a new --app-id")
+
+
+def brokers_offsets_retention_minutes(bootstrap: str) -> int | None:
+    """The brokers' offsets.retention.minutes (the smallest), or None if their configuration is not
+    readable (a principal without DescribeConfigs on the cluster)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    from conf.client_log import CLIENT_LOG
+
+    admin = AdminClient({"bootstrap.servers": bootstrap}, logger=CLIENT_LOG)
+    try:
+        brokers = admin.list_topics(timeout=30).brokers
+        futures = admin.describe_configs([ConfigResource(ResourceType.BROKER, str(b)) for b in brokers])
+        return min(int(future.result(timeout=30)["offsets.retention.minutes"].value) for future in futures.values())
+    except (KafkaException, KeyError, ValueError):
+        return None
+
+
+def group_starting_offsets(bootstrap: str, group: str, topic: str, written_topics: list[str]) -> str:
+    """startingOffsets JSON from the group's committed offsets, refusing offsets that may have expired.
+
+    A partition without a committed offset starts at its earliest offset, which is right only if
+    the sink never wrote it: the offset may instead have expired (see the module docstring), and
+    starting there would write the partition's retained records a second time. So a partition
+    that holds records but has no offset is refused once any of `written_topics` (the output and
+    the dead-letter topic) has ever been written to.
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    from conf.client_log import CLIENT_LOG
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
+                         "enable.auto.commit": False}, logger=CLIENT_LOG)
+    try:
+        partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+        committed = read_committed_offsets(consumer, topic, partitions)
+        missing = [p for p, c in committed.items() if c.offset < 0]
+        holding = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False) for p in missing}
+        holding = {p: (low, high) for p, (low, high) in holding.items() if high > low}
+        if holding and _ever_written(consumer, written_topics):
+            p, (low, high) = next(iter(holding.items()))
+            raise SinkPreconditionError(
+                f"--starting-offsets group: group {group!r} has no committed offset for {topic}"
+                f" partition(s) {', '.join(map(str, holding))} although they hold records ({topic}[{p}]:"
+                f" offsets {low}..{high - 1}) and the output was written to; the offsets may have expired"
+                f" (offsets.retention.minutes) and resuming would write those records again. Restore them"
+                f" (kafka-consumer-groups --reset-offsets --group {group} --topic {topic}:{p} --to-offset"
+                f" <the offset after the last one delivered> --execute), or resume from the checkpoint")
+    finally:
+        consumer.close()
+    return json.dumps({topic: {str(p): c.offset if c.offset >= 0 else -2 for p, c in committed.items()}})
+
+
+def _ever_written(consumer, topics: list[str]) -> bool:
+    """True if any partition of these topics has ever held a record or a transaction marker."""
+    from confluent_kafka import TopicPartition
+
+    metadata = consumer.list_topics(timeout=30).topics
+    return any(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1] > 0
+               for topic in topics if topic in metadata for p in metadata[topic].partitions)
+
+
+class OffsetKeeper:
+    """Re-commits the group offsets of partitions that no transaction committed lately, so none expires.
+
+    The sink's group has no members, so the broker drops each partition's offset
+    offsets.retention.minutes after its last commit (see this module's docstring). A partition
+    that receives nothing, or a whole pipeline that runs no micro-batch, never commits again, and
+    a later `--starting-offsets group` would start that partition over. This driver thread
+    re-commits such a partition's offset once it has gone a third of the retention without a
+    commit, in a transaction of the partition's own transactional id (`<app-id>.batch` in batch
+    scope) with the sink's own Steps 1-5: the producer's init fences every other writer of that
+    id, Step 2 reads c after it, and the transaction commits exactly c, so an offset never moves
+    back. It holds the sink's lock, so it runs between batches and never fences a running task.
+
+    `sink` is the TransactionalSink: its `lock`, `settings`, `input_partitions()` and `recommit()`.
+    """
+
+    def __init__(self, sink, retention_minutes: int):
+        self.sink = sink
+        self.refresh_after_s = retention_minutes * 60.0 / 3
+        self.wake_s = min(self.refresh_after_s / 4, 60.0)
+        self._last_commit: dict[int, float] = {}  # partition -> monotonic time; unknown until the first commit
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def committed(self, partitions) -> None:
+        """Note that the group's offsets of these partitions were committed just now."""
+        now = time.monotonic()
+        for partition in partitions:
+            self._last_commit[partition] = now
+
+    def start(self) -> None:
+        """Start refreshing in the background."""
+        self._thread = threading.Thread(target=self._run, name="eosbench-offset-keeper", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop refreshing (waits for a refresh under way)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=120)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.wake_s):
+            try:
+                self.refresh()
+            except Exception as exc:  # a failed refresh is retried at the next wake-up; the query goes on
+                _SINK_LOG.warning("offset keeper: re-committing the group's offsets failed, will retry: %s",
+                                  str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+    def refresh(self) -> list[int]:
+        """Re-commit the offsets of partitions not committed for a third of the retention; return them."""
+        now = time.monotonic()
+        stale = [p for p in self.sink.input_partitions()
+                 if now - self._last_commit.get(p, -math.inf) >= self.refresh_after_s]
+        if not stale:
+            return []
+        with self.sink.lock:
+            refreshed = self.sink.recommit(stale)
+        self.committed(stale)  # those without an offset have nothing to refresh until a batch commits one
+        if refreshed:
+            _SINK_LOG.info("offset keeper: re-committed the group's offsets of %s partitions %s",
+                           self.sink.settings.input_topic, refreshed)
+        return refreshed

@@ -1,0 +1,120 @@
+"""The sink's transaction loop against a fake cluster: counts after retries, errors in the offset
+read, and clients kept per cluster. Exactly-once itself is proven on the real broker
+(tests/integration); these check what the loop reports and which client it talks to.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from confluent_kafka import KafkaError
+
+from streaming import eos_sink
+from streaming.process import SourceSlice
+from streaming.stats import BatchStats
+from tests.unit.fake_kafka import FakeCluster
+
+
+@pytest.fixture
+def cluster(monkeypatch) -> FakeCluster:
+    """A fake cluster behind eos_sink._kafka(), with empty client caches."""
+    fake = FakeCluster()
+    monkeypatch.setattr(eos_sink, "_kafka", lambda: fake)
+    monkeypatch.setattr(eos_sink, "_PRODUCERS", {})
+    monkeypatch.setattr(eos_sink, "_OFFSET_READERS", {})
+    return fake
+
+
+def plan_for(bootstrap: str = "fake:9092", **overrides) -> eos_sink.TaskPlan:
+    """A task plan for input partition in[0], whose batch ends at offset 10."""
+    fields = dict(app_id="app", output_topic="out", dead_letter_topic="out.dlq", process="passthrough",
+                  producer_config={"bootstrap.servers": bootstrap}, group_metadata="group", end_offsets={0: 10},
+                  max_retries=3, pre_register=False, batch_id=0, fault=None)
+    return eos_sink.TaskPlan(**{**fields, **overrides})
+
+
+def records(offsets: range) -> SourceSlice:
+    """A slice of in[0] with these offsets, created a second ago."""
+    keys = [str(o).encode() for o in offsets]
+    now_ms = int(__import__("time").time() * 1000) - 1000
+    return SourceSlice(keys=keys, values=keys, offsets=list(offsets), timestamps=[now_ms] * len(keys),
+                       src=[f"in:0:{o}".encode() for o in offsets], in_ts=[str(now_ms).encode()] * len(keys),
+                       topic="in", partition=0)
+
+
+def test_a_commit_that_timed_out_but_landed_counts_as_committed_with_its_records(cluster):
+    cluster.commit_faults = ["timeout-after-landing"]
+    stats = eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    assert cluster.group[("in", 0)][0] == 10
+    assert [p.commits for p in cluster.producers] == [1, 0], "the retry found the commit and wrote nothing again"
+    assert stats["outcome"] == "committed" and stats["retries"] == 1
+    assert stats["records_out"] == 8 and stats["records_skipped"] == 0
+    assert sum(stats["latency_counts"]) == 8, "every record's end-to-end latency is measured once"
+    assert stats["phase_produce_s"] > 0 and stats["phase_commit_s"] > 0
+
+
+def test_a_replay_after_a_clean_commit_is_still_skipped(cluster):
+    eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    replay = eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    assert replay["outcome"] == "skipped_replay" and replay["records_out"] == 0 and replay["records_skipped"] == 8
+
+
+def test_a_passing_error_in_the_committed_offset_read_is_retried_never_read_as_no_commit(cluster):
+    cluster.group[("in", 0)] = (10, "")  # batch 0 was committed; Spark replays it
+    cluster.read_errors = [KafkaError.COORDINATOR_LOAD_IN_PROGRESS]
+    stats = eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    assert stats["outcome"] == "skipped_replay"
+    assert sum(p.commits for p in cluster.producers) == 0, "read as 'no commit', the slice would be written twice"
+
+
+def test_any_other_error_in_the_committed_offset_read_fails_the_task_without_a_commit(cluster):
+    cluster.group[("in", 0)] = (10, "")
+    cluster.read_errors = [KafkaError.GROUP_AUTHORIZATION_FAILED] * 4
+    with pytest.raises(eos_sink.SinkTaskFailed):
+        eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    assert sum(p.commits for p in cluster.producers) == 0
+
+
+def test_clients_are_never_reused_across_clusters(cluster):
+    eos_sink.run_transaction(plan_for("first:9092"), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    cluster.group.clear()  # the second cluster is a new one, with the same app id and topics
+    eos_sink.run_transaction(plan_for("second:9092"), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    assert [p.config["bootstrap.servers"] for p in cluster.producers] == ["first:9092", "second:9092"]
+    assert [c.config["bootstrap.servers"] for c in cluster.consumers] == ["first:9092", "second:9092"]
+    assert [p.commits for p in cluster.producers] == [1, 1]
+
+
+def test_empty_slices_committed_by_the_driver_count_in_outcomes_and_phases(cluster):
+    cluster.commit_faults = ["fenced"]  # the driver's cached producer was fenced by a task's
+    sink = object.__new__(eos_sink.TransactionalSink)
+    sink.settings = SimpleNamespace(input_topic="in")
+    sink.keeper = SimpleNamespace(committed=lambda partitions: None)
+    stats = BatchStats(0)
+    sink._commit_empty_slices(plan_for(end_offsets={0: 10, 1: 4}), {1}, stats)
+    assert cluster.group[("in", 0)][0] == 10
+    assert stats.outcomes["committed"] == 1 and stats.outcomes["fenced"] == 1 and stats.fenced == 1
+    assert stats.phase_seconds["commit"] > 0 and len(stats.task_phases) == 1
+
+
+def test_step_2_refuses_offsets_the_other_scope_committed_before_any_commit(cluster):
+    from streaming.sink_group import SinkPreconditionError
+
+    cluster.group[("in", 0)] = (4, "eosbench txn-scope=batch")
+    with pytest.raises(SinkPreconditionError, match="committed with --txn-scope batch"):
+        eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    assert cluster.group[("in", 0)] == (4, "eosbench txn-scope=batch")
+    assert sum(p.commits for p in cluster.producers) == 0
+
+
+def test_every_commit_names_its_scope(cluster):
+    eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    assert cluster.group[("in", 0)] == (10, "eosbench txn-scope=partition")
+
+
+def test_a_landed_commit_is_recognised_even_after_a_failed_attempt_between(cluster, monkeypatch):
+    cluster.commit_faults = ["timeout-after-landing"]
+    cluster.read_errors = [None, KafkaError.GROUP_AUTHORIZATION_FAILED]  # the second attempt fails in Step 2
+    stats = eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    assert sum(p.commits for p in cluster.producers) == 1, "the slice is written once"
+    assert stats["outcome"] == "committed" and stats["retries"] == 2 and stats["records_out"] == 8

@@ -1,0 +1,70 @@
+"""streaming/sink_group.py without a broker: the offset keeper's timing and the scope check."""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from streaming.sink_group import CommittedOffset, OffsetKeeper, SinkPreconditionError, check_scope
+
+
+class RecordingSink:
+    """What the keeper needs of a TransactionalSink; records each re-commit."""
+
+    def __init__(self, partitions: list[int]):
+        self.lock, self.settings = threading.Lock(), SimpleNamespace(input_topic="in")
+        self.partitions, self.recommits = partitions, []
+
+    def input_partitions(self) -> list[int]:
+        """The input's partitions."""
+        return self.partitions
+
+    def recommit(self, partitions: list[int]) -> list[int]:
+        """Pretend every partition but 2 has an offset to re-commit."""
+        self.recommits.append(list(partitions))
+        return [p for p in partitions if p != 2]
+
+
+def test_the_keeper_refreshes_what_no_commit_touched_for_a_third_of_the_retention(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr("streaming.sink_group.time.monotonic", lambda: clock[0])
+    sink = RecordingSink([0, 1, 2])
+    keeper = OffsetKeeper(sink, retention_minutes=3)  # refresh after 60 s, wake every 15 s
+    assert (keeper.refresh_after_s, keeper.wake_s) == (60.0, 15.0)
+    assert keeper.refresh() == [0, 1], "at start nothing says when the last commit was: all are refreshed"
+    clock[0] += 40
+    keeper.committed([0])  # a batch committed partition 0
+    clock[0] += 30
+    assert keeper.refresh() == [1] and sink.recommits[-1] == [1, 2]
+    assert keeper.refresh() == [] and len(sink.recommits) == 2
+
+
+def test_a_group_written_by_the_other_scope_is_refused_and_an_untagged_one_is_not():
+    check_scope({0: CommittedOffset(5, None), 1: CommittedOffset(-1, None)}, "in", "app", "batch")
+    with pytest.raises(SinkPreconditionError, match=r"partitions 1, 3\); .* Keep --txn-scope partition, or use a new"):
+        check_scope({0: CommittedOffset(5, "batch"), 1: CommittedOffset(7, "partition"),
+                     3: CommittedOffset(9, "partition")}, "in", "app", "batch")
+
+
+class Undecodable:
+    """A TopicPartition whose metadata confluent-kafka cannot decode (bytes read past its end)."""
+
+    partition, offset, error = 0, 5, None
+
+    @property
+    def metadata(self):
+        """Raise as confluent-kafka does for such metadata."""
+        raise UnicodeDecodeError("utf-8", b"\xf6", 0, 1, "invalid start byte")
+
+
+def test_a_scope_tag_is_read_by_its_prefix_and_undecodable_metadata_is_nobodys():
+    from streaming.sink_group import read_committed_offsets
+
+    def reader(*answer):
+        return SimpleNamespace(committed=lambda partitions, timeout: list(answer))
+
+    tagged = SimpleNamespace(partition=0, offset=5, error=None, metadata="eosbench txn-scope=partition447-0")
+    assert read_committed_offsets(reader(tagged), "in", [0]) == {0: CommittedOffset(5, "partition")}
+    assert read_committed_offsets(reader(Undecodable()), "in", [0]) == {0: CommittedOffset(5, None)}

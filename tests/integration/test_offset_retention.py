@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 from conf.settings import ClusterSettings
 from conf.stream_settings import StreamSettings
-from eosbench.broker import LocalCluster
-from eosbench.kafka_admin import create_topic
+from eosbench.local.broker import LocalCluster
+from eosbench.local.kafka_admin import create_topic
 from streaming import job
 from streaming.verify import group_offsets, stable_and_end_offsets, verify
 from tests.integration.produce_helpers import commit_keys, produce

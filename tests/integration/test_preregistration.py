@@ -11,7 +11,7 @@ import logging
 import pyarrow as pa
 from confluent_kafka import Consumer, TopicPartition
 
-from eosbench.kafka_admin import create_topic
+from eosbench.local.kafka_admin import create_topic
 
 from streaming.eos_sink import TaskPlan, _drop_producer, producer_key, run_transaction
 from streaming.process import arrow_columns

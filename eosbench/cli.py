@@ -47,6 +47,16 @@ def _non_negative_int(text: str) -> int:
     return _int_at_least(text, 0)
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
 def _bootstrap_parent() -> argparse.ArgumentParser:
     parent = OneLineArgumentParser(add_help=False)
     parent.add_argument("--bootstrap-server", metavar="HOST:PORT", dest="bootstrap",
@@ -139,6 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
     produce_bench.add_argument("--repeat", type=_positive_int, default=3,
                                help="rounds of the whole matrix; medians are reported (default: 3)")
     produce_bench.add_argument("--output-dir", type=Path, default=Path("results"))
+    produce_bench.add_argument("--throttled-rates", type=_positive_float, nargs="*", default=[500, 5000],
+                               metavar="RECORDS/S", help="rates of the throttled latency pair, each tool at each"
+                               " (default: 500 5000; none skips the pair)")
+    produce_bench.add_argument("--latency-only", action="store_true",
+                               help="run only the throttled latency pair, not the throughput matrix and abort sweep")
 
     streaming_bench = benches.add_parser(
         "streaming", parents=[bootstrap],
@@ -547,8 +562,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     else:
         from eosbench import bench_produce
 
+        if args.latency_only and not args.throttled_rates:
+            raise BadInput("--latency-only needs at least one --throttled-rates rate")
         bench_produce.run(bootstrap, args.num_records, args.record_size, args.transaction_duration_ms,
-                          args.repeat, args.output_dir)
+                          args.repeat, args.output_dir, tuple(args.throttled_rates), args.latency_only)
     return 0
 
 

@@ -111,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     stream = commands.add_parser("stream", help="the exactly-once Structured Streaming job, local master and cached jars")
     add_stream_arguments(stream)
+    stream.add_argument("--master", help="Spark master (default: local[2,4])")
+    stream.add_argument("--conf", action="append", default=[], metavar="K=V",
+                        help="a Spark setting, as spark-submit's --conf; repeat for more")
 
     verify = commands.add_parser("verify", parents=[bootstrap],
                                  help="prove no duplicate, no loss, no aborted read (JSON report, exit 1 on violation)")
@@ -487,6 +490,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 def cmd_stream(args: argparse.Namespace) -> int:
     """Handle `eosbench stream`: the streaming job with cached jars on a local master."""
+    from conf.settings import parse_kv_pairs
     from eosbench.kafka_admin import cluster_metadata, create_topic, describe_topic
     from eosbench.spark import spark_session
     from streaming import job
@@ -495,12 +499,13 @@ def cmd_stream(args: argparse.Namespace) -> int:
         settings = job.settings_from_args(args)
     except ValidationError as exc:
         raise BadInput(_first_validation_error(exc)) from exc
+    spark_conf = parse_kv_pairs(args.conf)
     describe_topic(settings.bootstrap_server, settings.input_topic)
     describe_topic(settings.bootstrap_server, settings.output_topic)
     metadata = cluster_metadata(settings.bootstrap_server)
     if settings.sink != "delta" and settings.dead_letter not in metadata.topics:
         create_topic(settings.bootstrap_server, settings.dead_letter, 1, min(3, len(metadata.brokers)))
-    spark = spark_session(f"eosbench-stream-{settings.app_id}")
+    spark = spark_session(f"eosbench-stream-{settings.app_id}", master=args.master, conf=spark_conf)
     summary = job.run(spark, settings)
     print(summary.to_json())
     return 0

@@ -1,13 +1,14 @@
 """The exactly-once Structured Streaming job: read_committed Kafka in, process, sink out.
 
-Runs directly under spark-submit (the jars come from its command line):
+Runs directly under spark-submit (the jars come from its command line; README.md has the line):
 
-    spark-submit --jars <spark-sql-kafka, delta, ...> streaming/job.py \\
-        --input-topic in --output-topic out [--sink kafka-eos|kafka-alo|delta] ...
+    PYSPARK_PYTHON=$PWD/.venv/bin/python .venv/bin/spark-submit --jars <spark-sql-kafka, delta, ...> \\
+        streaming/job.py --input-topic in --output-topic out [--sink kafka-eos|kafka-alo|delta] ...
 
 `eosbench stream` runs the same job with the cached jars and a local master. The job assumes
-that `python` on the executors can import this repository's packages (PYSPARK_PYTHON is set
-to the driver's interpreter by streaming/session.py).
+that the driver's Python can import this repository's packages: spark-submit starts the driver
+with PYSPARK_PYTHON (else `python3` from PATH), and streaming/session.py hands the driver's
+interpreter on to the Python workers.
 """
 
 from __future__ import annotations
@@ -23,9 +24,14 @@ from pathlib import Path
 if __package__ in (None, ""):  # `spark-submit streaming/job.py`: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from conf.settings import DEFAULT_BOOTSTRAP  # noqa: E402
-from conf.stream_settings import StreamSettings  # noqa: E402
-from streaming.stats import BatchStats, histogram_percentile  # noqa: E402
+try:
+    from conf.settings import DEFAULT_BOOTSTRAP  # noqa: E402
+    from conf.stream_settings import StreamSettings  # noqa: E402
+    from streaming.stats import BatchStats, histogram_percentile  # noqa: E402
+except ImportError as missing:  # spark-submit ran the driver on a Python without eosbench's packages
+    sys.exit(f"streaming/job.py: error: {sys.executable} cannot import {missing.name!r}; run spark-submit with"
+             " PYSPARK_PYTHON set to the Python that has eosbench's packages (README.md, 'The exactly-once"
+             " streaming job')")
 
 
 def add_stream_arguments(parser: argparse.ArgumentParser) -> None:

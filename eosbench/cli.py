@@ -16,7 +16,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from conf.settings import DEFAULT_BOOTSTRAP, DEFAULT_CLIENT_PORT, ClusterSettings, SettingsError, eosbench_home
+from conf.settings import (DEFAULT_BOOTSTRAP, DEFAULT_CLIENT_PORT, ClusterSettings, SettingsError, eosbench_home,
+                           linger_for_final_scrape, metrics_linger_seconds)
 from eosbench.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, BadInput, CheckFailed, EosbenchError
 
 EXIT_INTERRUPTED = 130
@@ -312,6 +313,9 @@ def add_produce_parser(commands) -> None:
     ours.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus /metrics on this port")
     ours.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                       help="address /metrics binds to (default: 127.0.0.1)")
+    ours.add_argument("--metrics-linger", type=float, metavar="SECONDS",
+                      help="keep /metrics up this long after the run, so its final values are scraped"
+                           " (default with --metrics-port: two scrape intervals of conf/prometheus/prometheus.yml)")
     ours.add_argument("--output-json", type=Path, metavar="FILE", help="write a machine-readable summary here")
 
 
@@ -485,6 +489,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
             raise CheckFailed(str(exc)) from exc
     if settings.output_json:
         settings.output_json.write_text(summary.to_json())
+    linger_for_final_scrape(settings.metrics_linger_s, settings.metrics_host, settings.metrics_port)
     return 0
 
 
@@ -508,6 +513,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
     spark = spark_session(f"eosbench-stream-{settings.app_id}", master=args.master, conf=spark_conf)
     summary = job.run(spark, settings)
     print(summary.to_json())
+    linger_for_final_scrape(settings.metrics_linger_s, settings.metrics_host, settings.metrics_port)
     return 0
 
 
@@ -634,6 +640,9 @@ def cmd_soak(args: argparse.Namespace) -> int:
     print(f"soak {report.run_id}: {len(report.faults)} faults, {sum(f.survived for f in report.faults)} survived,"
           f" {report.final.get('input_committed', 0):,} records verified, {len(report.violations)} violations;"
           f" report in {soak.output_dir}")
+    # The producer and stream are killed (their endpoints go with them); the soak's own carries
+    # the final verify, which the verify-failure alert must see.
+    linger_for_final_scrape(metrics_linger_seconds(args.metrics_port, None), "127.0.0.1", args.metrics_port + 2)
     return 0 if report.ok else EXIT_CHECK_FAILED
 
 

@@ -33,6 +33,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client import CollectorRegistry, Counter as PromCounter, Gauge, start_http_server
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 from conf.client_log import CLIENT_LOG
 from conf.settings import ClusterSettings, SparkClusterSettings, console_log4j_config
@@ -162,6 +164,26 @@ class SoakReport:
         return json.dumps(data, indent=2)
 
 
+class CommittedOffsets(Collector):
+    """The sink group's committed input offsets, summed over partitions, as a counter (`rate()` charts it).
+
+    It only grows: progress made exactly once, across every restart. A read from a coordinator
+    that has not caught up yet can be lower for a moment; the counter keeps its highest value.
+    """
+
+    def __init__(self, labels: dict[str, str]):
+        self.labels, self.sampler, self.highest = labels, None, 0
+
+    def collect(self):
+        """Yield the counter at the sampler's latest total."""
+        if self.sampler is not None:
+            self.highest = max(self.highest, self.sampler.processed())
+        family = CounterMetricFamily("eosbench_soak_committed_offsets", "The sink group's committed input offsets,"
+                                     " summed over partitions: progress made exactly once", labels=list(self.labels))
+        family.add_metric(list(self.labels.values()), self.highest)
+        yield family
+
+
 class SoakMetrics:
     """The soak's own series, beside the producer's and the stream's."""
 
@@ -181,9 +203,8 @@ class SoakMetrics:
         self.injected_at = Gauge("eosbench_soak_fault_injected_timestamp_seconds", "Unix time the last fault of"
                                  " this kind was injected (the soak dashboard's fault markers)", [*labels, "kind"],
                                  registry=self.registry)
-        self.committed = Gauge("eosbench_soak_committed_offsets", "The sink group's committed input offsets, summed"
-                               " over partitions: progress made exactly once, across every restart",
-                               list(labels), registry=self.registry)
+        self.committed = CommittedOffsets(labels)
+        self.registry.register(self.committed)
         self.labels = labels
         for kind in FAULT_KINDS:
             for outcome in ("survived", "failed"):
@@ -206,7 +227,7 @@ class SoakMetrics:
 
     def follow(self, sampler: ProgressSampler) -> None:
         """Export the sampler's committed total on every scrape."""
-        self.committed.labels(**self.labels).set_function(sampler.processed)
+        self.committed.sampler = sampler
 
     def fault_done(self, fault: FaultRecord, total_violations: int) -> None:
         """Count one round."""
@@ -321,7 +342,7 @@ class Soak:
                 "--bootstrap-server", self.bootstrap, "--transactional-id", self.producer_id,
                 "--records-per-transaction", str(o.records_per_transaction),
                 "--transaction-abort-ratio", str(o.abort_ratio), "--seed", str(o.seed), "--run-id", self.run_id,
-                "--resume", "--metrics-port", str(o.metrics_port), "--reporting-interval", "30000",
+                "--resume", "--metrics-port", str(o.metrics_port), "--metrics-linger", "0", "--reporting-interval", "30000",
                 "--producer-props", "acks=all", f"delivery.timeout.ms={o.delivery_timeout_ms}",
                 f"request.timeout.ms={o.delivery_timeout_ms // 2}", "linger.ms=5", "transaction.timeout.ms=30000"]
 
@@ -338,7 +359,8 @@ class Soak:
                 "--bootstrap-server", self.bootstrap, "--app-id", self.app_id, "--checkpoint", str(self.checkpoint),
                 "--trigger", "1 second", "--starting-offsets", "group",
                 "--max-offsets-per-trigger", str(o.max_offsets_per_trigger),
-                "--metrics-port", str(o.metrics_port + 1), "--producer-props", "transaction.timeout.ms=30000"]
+                "--metrics-port", str(o.metrics_port + 1), "--metrics-linger", "0",
+                "--producer-props", "transaction.timeout.ms=30000"]
 
     def _keep_alive(self) -> None:
         """Restart a child that died on its own (a fault elsewhere can take it down)."""

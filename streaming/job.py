@@ -25,7 +25,7 @@ if __package__ in (None, ""):  # `spark-submit streaming/job.py`: make the repos
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 try:
-    from conf.settings import DEFAULT_BOOTSTRAP  # noqa: E402
+    from conf.settings import DEFAULT_BOOTSTRAP, linger_for_final_scrape  # noqa: E402
     from conf.stream_settings import StreamSettings  # noqa: E402
     from streaming.stats import BatchStats, histogram_percentile  # noqa: E402
 except ImportError as missing:  # spark-submit ran the driver on a Python without eosbench's packages
@@ -55,6 +55,9 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-retries", type=int, default=5, help="transaction retries inside a task")
     parser.add_argument("--metrics-port", type=int, help="serve the driver's Prometheus /metrics on this port")
     parser.add_argument("--metrics-host", default="127.0.0.1", help="address /metrics binds to (default: 127.0.0.1)")
+    parser.add_argument("--metrics-linger", type=float, metavar="SECONDS",
+                        help="keep /metrics up this long after the run, so its final values are scraped"
+                             " (default with --metrics-port: two scrape intervals of conf/prometheus/prometheus.yml)")
     parser.add_argument("--output-json", type=Path)
     parser.add_argument("--timeout-s", type=float, help="stop an interval-triggered query after this long")
 
@@ -336,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = build_spark_session(f"eosbench-stream-{settings.app_id}")
     summary = run(spark, settings)
     print(summary.to_json())
+    linger_for_final_scrape(settings.metrics_linger_s, settings.metrics_host, settings.metrics_port)
     return 0
 
 

@@ -663,8 +663,8 @@ def write_report(report: SoakReport, output_dir: Path) -> None:
 
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / "report.json").write_text(report.to_json())
-    soak_timeline_png(report.timeline, [(f.at_s, f.kind) for f in report.faults], output_dir / "timeline.png",
-                      f"soak {report.run_id}: committed input offsets per second, faults marked")
+    soak_timeline_png(report.timeline, [(f.at_s, f.kind, f.recovery_s) for f in report.faults],
+                      output_dir / "timeline.png", f"soak {report.run_id}: committed input offsets per second")
     (output_dir / "report.md").write_text(report_markdown(report))
 
 

@@ -29,9 +29,10 @@ try:
     from conf.stream_settings import StreamSettings  # noqa: E402
     from streaming.stats import BatchStats, histogram_percentile  # noqa: E402
 except ImportError as missing:  # spark-submit ran the driver on a Python without eosbench's packages
-    sys.exit(f"streaming/job.py: error: {sys.executable} cannot import {missing.name!r}; run spark-submit with"
-             " PYSPARK_PYTHON set to the Python that has eosbench's packages (README.md, 'The exactly-once"
-             " streaming job')")
+    print(f"streaming/job.py: error: {sys.executable} cannot import {missing.name!r}; run spark-submit with"
+          " PYSPARK_PYTHON set to the Python that has eosbench's packages (README.md, 'The exactly-once"
+          " streaming job')", file=sys.stderr)
+    sys.exit(3)  # the environment lacks something (the CLI contract's exit 3)
 
 
 def add_stream_arguments(parser: argparse.ArgumentParser) -> None:

@@ -29,3 +29,11 @@ def test_the_callers_master_jars_and_conf_are_applied_as_given():
     assert settings["spark.master"] == "local[3]"
     assert settings["spark.jars"] == "/a.jar,/b.jar"
     assert settings["spark.ui.enabled"] == "false" and settings["spark.x"] == "1"
+
+
+def test_stream_conf_without_a_value_is_one_line_of_bad_input():
+    from eosbench.errors import EXIT_BAD_INPUT
+    from tests.unit.test_cli_errors import assert_one_line_error, run_eosbench
+
+    completed = run_eosbench("stream", "--input-topic", "a", "--output-topic", "b", "--conf", "spark.ui.enabled")
+    assert_one_line_error(completed, EXIT_BAD_INPUT, "expected key=value")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
-from conf.settings import DEFAULT_BOOTSTRAP, SettingsError, load_properties, parse_kv_pairs
+from conf.settings import DEFAULT_BOOTSTRAP, SettingsError, load_properties, metrics_linger_seconds, parse_kv_pairs
 
 DEFAULT_TRANSACTION_DURATION_MS = 3000  # Java's DEFAULT_TRANSACTION_DURATION_MS
 DEFAULT_TRANSACTION_ID_PREFIX = "performance-producer-"
@@ -114,6 +114,7 @@ class ProduceSettings(BaseModel):
     run_id: str | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    metrics_linger: float | None = None  # seconds; None: two scrape intervals when metrics_port is set
     output_json: Path | None = None
     # Java's default: a fresh "performance-producer-<uuid>" when transactions are on without an id.
     _generated_transactional_id: str = PrivateAttr(
@@ -159,10 +160,17 @@ class ProduceSettings(BaseModel):
             )
         if self.metrics_port is not None and not 0 < self.metrics_port < 65536:
             raise SettingsError("--metrics-port must be a TCP port")
+        if self.metrics_linger is not None and self.metrics_linger < 0:
+            raise SettingsError("--metrics-linger must be at least 0 seconds")
         check_delivery_timeout(self.client_config())
         return self
 
     # ------------------------------------------------------------------ derived
+
+    @property
+    def metrics_linger_s(self) -> float:
+        """Seconds /metrics stays up after the run (0 without --metrics-port)."""
+        return metrics_linger_seconds(self.metrics_port, self.metrics_linger)
 
     def _java_props(self) -> dict[str, str]:
         props: dict[str, str] = {}

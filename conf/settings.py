@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import string
+import sys
+import time
 from pathlib import Path
 from typing import Literal
 
@@ -30,6 +32,47 @@ class SettingsError(ValueError):
 def eosbench_home() -> Path:
     """Return the folder holding the jar cache and the local cluster's state."""
     return Path(os.environ.get("EOSBENCH_HOME", Path.home() / ".cache" / "eosbench")).expanduser()
+
+
+# --------------------------------------------------------------------------- metrics endpoints
+
+# A command's /metrics endpoint outlives its run by this many of Prometheus's scrape intervals,
+# so that the final values are scraped at least once whatever the phase of the scrape.
+METRICS_LINGER_SCRAPES = 2
+
+
+def prometheus_scrape_interval_s(path: Path | None = None) -> float:
+    """The global scrape interval of conf/prometheus/prometheus.yml, in seconds."""
+    config = yaml.safe_load((path or CONF_DIR / "prometheus" / "prometheus.yml").read_text())
+    return duration_seconds(str(config.get("global", {}).get("scrape_interval", "1m")))
+
+
+def duration_seconds(text: str) -> float:
+    """Seconds from a Prometheus duration such as '5s', '1m' or '500ms'."""
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    for unit in sorted(units, key=len, reverse=True):
+        if text.endswith(unit) and text[: -len(unit)].replace(".", "", 1).isdigit():
+            return float(text[: -len(unit)]) * units[unit]
+    raise SettingsError(f"not a duration: {text!r}")
+
+
+def metrics_linger_seconds(metrics_port: int | None, linger_s: float | None) -> float:
+    """How long a command keeps serving /metrics after its run: as given, else two scrape intervals."""
+    if metrics_port is None:
+        return 0.0
+    return linger_s if linger_s is not None else METRICS_LINGER_SCRAPES * prometheus_scrape_interval_s()
+
+
+def linger_for_final_scrape(seconds: float, host: str, port: int) -> None:
+    """Keep this process (and its /metrics thread) alive so Prometheus scrapes the final values; Ctrl-C ends it."""
+    if seconds <= 0:
+        return
+    print(f"serving the final metrics on http://{host}:{port}/metrics for {seconds:g} s (--metrics-linger)",
+          file=sys.stderr, flush=True)
+    try:
+        time.sleep(seconds)
+    except KeyboardInterrupt:
+        pass
 
 
 # --------------------------------------------------------------------------- client config

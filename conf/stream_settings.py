@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from conf.settings import DEFAULT_BOOTSTRAP, SettingsError, parse_kv_pairs
+from conf.settings import DEFAULT_BOOTSTRAP, SettingsError, metrics_linger_seconds, parse_kv_pairs
 
 Sink = Literal["kafka-eos", "kafka-alo", "delta"]
 TxnScope = Literal["partition", "batch"]
@@ -47,6 +47,7 @@ class StreamSettings(BaseModel):
     max_retries: int = 5
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    metrics_linger: float | None = None  # seconds; None: two scrape intervals when metrics_port is set
     output_json: Path | None = None
     timeout_s: float | None = None
 
@@ -64,6 +65,8 @@ class StreamSettings(BaseModel):
             raise SettingsError("--pre-register-partitions applies to --sink kafka-eos only")
         if self.max_retries < 0:
             raise SettingsError("--max-retries must be at least 0")
+        if self.metrics_linger is not None and self.metrics_linger < 0:
+            raise SettingsError("--metrics-linger must be at least 0 seconds")
         parse_kv_pairs(list(self.producer_props))
         for name in self.extra_source_options():
             if name.lower() in _JOB_SOURCE_OPTIONS:
@@ -71,6 +74,11 @@ class StreamSettings(BaseModel):
         if self.offsets_retention_minutes is not None and self.offsets_retention_minutes < 1:
             raise SettingsError("--offsets-retention-minutes must be at least 1")
         return self
+
+    @property
+    def metrics_linger_s(self) -> float:
+        """Seconds /metrics stays up after the run (0 without --metrics-port)."""
+        return metrics_linger_seconds(self.metrics_port, self.metrics_linger)
 
     @property
     def checkpoint_dir(self) -> Path:

@@ -76,9 +76,9 @@ def overview() -> dict:
         ], "ops", description="Sink outcomes: committed, aborted, skipped_replay (a replayed batch), fenced."),
         panel("Abort overhead", [
             ("producer: sent / committed - 1 ({{run_id}})", f"eosbench_abort_overhead_ratio{{{RUN}}}"),
-            ("stream: 1 - visible / offset span ({{app_id}})", f"eosbench_stream_aborted_fraction{{{APP}}}"),
+            ("stream: 1 - visible / offset span ({{app_id}})", f"eosbench_stream_aborted_ratio{{{APP}}}"),
             ("producer, PromQL ({{run_id}})", f"eosbench:producer_abort_overhead:ratio{{{RUN}}}"),
-            ("stream, PromQL ({{app_id}})", f"eosbench:stream_aborted_fraction:ratio{{{APP}}}"),
+            ("stream, PromQL ({{app_id}})", f"eosbench:stream_aborted:ratio{{{APP}}}"),
         ], "percentunit", description="The gauges the engines export beside the same figures derived by recording rules."),
         panel("Consumer lag of the sink's group", [
             ("{{app_id}}", f"eosbench_stream_consumer_lag_records{{{APP}}}"),
@@ -125,8 +125,8 @@ def broker() -> dict:
         panel("Messages in per second", [
             ("{{instance}}", "sum by (instance) (rate(kafka_server_brokertopicmetrics_messagesinpersec_total[1m]))")], "rps"),
         panel("Request latency p99 by request", [
-            ("{{request}}", f'max by (request) (kafka_network_requestmetrics_totaltimems{{quantile="99thPercentile",request=~"{txn_requests}"}})'),
-        ], "ms"),
+            ("{{request}}", f'max by (request) (kafka_network_requestmetrics_totaltime_seconds{{percentile="99",request=~"{txn_requests}"}})'),
+        ], "s"),
         panel("Transactional requests per second", [
             ("{{request}}", f'sum by (request) (rate(kafka_network_requestmetrics_requests_total{{request=~"{txn_requests}"}}[1m]))'),
         ], "ops"),
@@ -138,7 +138,7 @@ def broker() -> dict:
             ("active controllers", "sum(kafka_controller_activecontrollercount)"),
         ], "short"),
         panel("Log flush latency", [
-            ("p99 {{instance}}", "kafka_log_flush_ms_99thpercentile")], "ms"),
+            ("p99 {{instance}}", 'kafka_log_flush_time_seconds{percentile="99"}')], "s"),
     ], [])
 
 
@@ -152,7 +152,7 @@ def soak() -> dict:
         "useValueForTime": True, "step": "5s", "titleFormat": "{{kind}}", "tagKeys": "kind"}
     return dashboard("eosbench-soak", "eosbench: soak", [
         panel("Exactly-once progress (the sink group's committed offsets)", [
-            ("offsets/s {{run_id}}", f"rate(eosbench_soak_committed_offsets{{{soak_run}}}[1m])"),
+            ("offsets/s {{run_id}}", f"rate(eosbench_soak_committed_offsets_total{{{soak_run}}}[1m])"),
         ], "rps", description="What the soak's recovery times are measured on: it moves only when a sink transaction"
                               " commits, and keeps counting across restarts of the driver. Red markers are faults."),
         end_to_end_throughput(),

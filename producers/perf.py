@@ -7,6 +7,13 @@ each commit point a non-zero `--transaction-abort-ratio` draws `next_double()` f
 SplittableRandom that drew the payloads and aborts when it is below the ratio (KIP-1260); a zero
 ratio draws nothing, so such a run's payloads are byte-identical to Java's.
 
+Latency is measured as Java measures it, from the send to the acknowledgement. Java's callback
+runs on the client's I/O thread the moment the response arrives; librdkafka queues the delivery
+report and the callback runs inside `poll()`. So the loop polls while it waits for its next send
+(with the wait as the timeout, in slices where the wait is shorter than poll's millisecond), and
+while it is sending at full speed it polls at least every POLL_INTERVAL_NS: a record's latency
+includes at most that much wait for the next poll, far below the millisecond Java prints.
+
 Differences from Java, each deliberate:
 - Latency runs from the *intended* send time (start + i / throughput when throttled), measured
   with perf_counter_ns, so a stalled producer cannot hide its stall (coordinated omission).
@@ -40,7 +47,17 @@ from producers.splittable_random import SplittableRandom
 
 RUN_ID_HEADER = "eos.run_id"
 PAYLOAD_CHUNK_RECORDS = 1024
-POLL_EVERY_RECORDS = 256
+# Serve delivery reports at least this often while sending: polling costs about 0.5 us, so this
+# is ~1 % of an unthrottled run's time, and bounds the wait a latency can include to 0.05 ms.
+POLL_INTERVAL_NS = 50_000
+# poll() waits in whole milliseconds; a shorter wait for the next send sleeps in slices this long,
+# polling between them.
+WAIT_SLICE_NS = 200_000
+DRAIN_EVERY_RECORDS = 256  # hand acknowledgements to the statistics (numpy work) this often
+# librdkafka's statistics: how the run learns that an idempotent producer has its producer id,
+# and what --print-metrics prints. Kept as text until read, so a statistics report costs a copy.
+STATISTICS_INTERVAL_MS = 100
+READY_TIMEOUT_S = 30.0
 TRANSACTION_CALL_TIMEOUT_S = 60.0
 
 _PURGED = {KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
@@ -311,9 +328,9 @@ class ProducerPerformance:
         self.metrics = metrics or (
             ProducerMetrics(self.run_id, settings.transaction_abort_ratio) if settings.metrics_port else None
         )
-        self.client_stats: dict = {}
-        if settings.print_metrics:
-            self.client_config["statistics.interval.ms"] = str(min(settings.reporting_interval, 1000))
+        self.client_config.setdefault("statistics.interval.ms", str(STATISTICS_INTERVAL_MS))
+        self._client_stats_json = "{}"
+        self._client_stats_reports = 0
 
     # .................................................................. client
 
@@ -324,7 +341,43 @@ class ProducerPerformance:
             raise ProduceFailed(f"invalid producer configuration: {exc.args[0].str()}") from exc
 
     def _keep_client_stats(self, stats_json: str) -> None:
-        self.client_stats = json.loads(stats_json)
+        self._client_stats_json = stats_json
+        self._client_stats_reports += 1
+
+    @property
+    def client_stats(self) -> dict:
+        """librdkafka's latest statistics report."""
+        return json.loads(self._client_stats_json)
+
+    def _fresh_client_stats(self, producer: Producer) -> dict:
+        """Wait for a statistics report made after this call, so that it counts everything done so far."""
+        interval_s = int(self.client_config["statistics.interval.ms"]) / 1000
+        seen, deadline = self._client_stats_reports, time.monotonic() + 2 * interval_s + 1
+        while interval_s > 0 and self._client_stats_reports == seen and time.monotonic() < deadline:
+            producer.poll(min(interval_s, 0.1))
+        return self.client_stats
+
+    def _wait_until_ready(self, producer: Producer) -> None:
+        """Return once the producer can send: the topic's metadata is in and, when idempotent, its producer id.
+
+        Java's first send() blocks until the topic's metadata has arrived, and its sender asks for a
+        producer id as soon as it connects. librdkafka's produce() never blocks and its idempotent
+        producer may retry for its id on a 500 ms timer, so a clock started at once would charge
+        the first half second's records with the client's start-up. (A transactional run got its
+        id from init_transactions already.)
+        """
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        try:
+            producer.list_topics(self.settings.topic, timeout=READY_TIMEOUT_S)
+        except KafkaException:
+            return  # the run itself reports what is wrong
+        idempotent = self.client_config.get("enable.idempotence", "false").lower() in ("true", "1")
+        if self.transactional or not idempotent or int(self.client_config["statistics.interval.ms"]) <= 0:
+            return
+        while time.monotonic() < deadline:
+            producer.poll(0.01)
+            if self.client_stats.get("eos", {}).get("idemp_state") == "Assigned":
+                return
 
     def _end_transaction(self, producer: Producer, commit: bool) -> bool:
         """Commit or abort; return True if it committed. An expiry turns a commit into an abort."""
@@ -370,6 +423,7 @@ class ProducerPerformance:
             except KafkaException as exc:
                 raise ProduceFailed(f"init_transactions failed at {s.bootstrap}: {exc.args[0].str()}") from exc
 
+        self._wait_until_ready(producer)
         first_seq = 0
         if s.resume:
             # init_transactions above fenced the interrupted producer and aborted its open
@@ -391,6 +445,20 @@ class ProducerPerformance:
         sent_ns = acks.sent_ns
         produce = producer.produce
         poll = producer.poll
+        clock_ns = time.perf_counter_ns
+        sleep = time.sleep
+
+        def wait_until(intended_ns: int) -> None:
+            """Serve delivery reports until the intended send time, as Java's callbacks run while it waits."""
+            while True:
+                ahead = intended_ns - clock_ns()
+                if ahead <= 0:
+                    return
+                if ahead >= 1_000_000:
+                    poll((ahead // 1_000_000) / 1000)  # returns as soon as a report has been served
+                else:
+                    poll(0)
+                    sleep(min(ahead, WAIT_SLICE_NS) / 1e9)
 
         if warmup > 0:
             print(f"Warmup first {warmup} records. Steady state results will print after the complete test summary.",
@@ -449,7 +517,7 @@ class ProducerPerformance:
                 self.metrics.set_abort_overhead(sent, self.tally.records_committed)
             txn_records = 0
 
-        start_ns = time.perf_counter_ns()
+        start_ns = last_poll_ns = time.perf_counter_ns()
         for i in range(num_records):
             payload = payloads.payload(first_seq + i)
             if transactional and txn_records == 0:
@@ -460,13 +528,14 @@ class ProducerPerformance:
                 steady = PerfStats(num_records - warmup, s.reporting_interval, steady_state=True, out=self.out)
                 stats.suppress_print = True
             seq = first_seq + i
+            now = clock_ns()
             if throttled:
                 intended = start_ns + i * interval_ns
-                ahead = intended - time.perf_counter_ns()
-                if ahead > 200_000:
-                    time.sleep(ahead / 1e9)
+                if intended > now:
+                    wait_until(intended)
+                    now = last_poll_ns = intended
             else:
-                intended = time.perf_counter_ns()
+                intended = now
             sent_ns[seq & mask] = intended
             while True:
                 try:
@@ -482,8 +551,10 @@ class ProducerPerformance:
                 or (duration_ns is not None and intended - txn_start_ns >= duration_ns)
             ):
                 commit_point()
-            if i % POLL_EVERY_RECORDS == 0:
+            if now - last_poll_ns >= POLL_INTERVAL_NS:
                 poll(0)
+                last_poll_ns = now
+            if i % DRAIN_EVERY_RECORDS == 0:
                 drain()
 
         if self.transactional and txn_records:
@@ -498,9 +569,11 @@ class ProducerPerformance:
             self.metrics.expired(acks.expired)
             self.metrics.set_abort_overhead(sent, self.tally.records_committed)
 
+        # eosbench's own lines go first: the last line is Java's (the summary, or with
+        # --warmup-records the steady-state line after it), so scripts that `tail -1` it still work.
+        self._report_outcomes(sent)
         total = stats.print_total()
         steady_total = steady.print_total() if steady is not None else None
-        self._report_outcomes(sent)
         if s.print_metrics:
             self._print_client_metrics(producer)
         return ProduceSummary(
@@ -535,8 +608,7 @@ class ProducerPerformance:
 
     def _print_client_metrics(self, producer: Producer) -> None:
         """Print librdkafka's counters, in the two-column spirit of Java's --print-metrics."""
-        producer.poll(0)  # serve a pending statistics callback
-        stats = self.client_stats
+        stats = self._fresh_client_stats(producer)
         rows = {f"producer-metrics:{key}": float(stats[key]) for key in
                 ("txmsgs", "txmsg_bytes", "tx", "txretries", "txerrs", "msg_cnt", "msg_max") if key in stats}
         rows["producer-metrics:record-expired-total"] = float(self.acks.expired)

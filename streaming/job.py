@@ -1,13 +1,14 @@
 """The exactly-once Structured Streaming job: read_committed Kafka in, process, sink out.
 
-Runs directly under spark-submit (the jars come from its command line):
+Runs directly under spark-submit (the jars come from its command line; README.md has the line):
 
-    spark-submit --jars <spark-sql-kafka, delta, ...> streaming/job.py \\
-        --input-topic in --output-topic out [--sink kafka-eos|kafka-alo|delta] ...
+    PYSPARK_PYTHON=$PWD/.venv/bin/python .venv/bin/spark-submit --jars <spark-sql-kafka, delta, ...> \\
+        streaming/job.py --input-topic in --output-topic out [--sink kafka-eos|kafka-alo|delta] ...
 
 `eosbench stream` runs the same job with the cached jars and a local master. The job assumes
-that `python` on the executors can import this repository's packages (PYSPARK_PYTHON is set
-to the driver's interpreter by streaming/session.py).
+that the driver's Python can import this repository's packages: spark-submit starts the driver
+with PYSPARK_PYTHON (else `python3` from PATH), and streaming/session.py hands the driver's
+interpreter on to the Python workers.
 """
 
 from __future__ import annotations
@@ -24,9 +25,15 @@ from pathlib import Path
 if __package__ in (None, ""):  # `spark-submit streaming/job.py`: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from conf.settings import DEFAULT_BOOTSTRAP, SettingsError  # noqa: E402
-from conf.stream_settings import StreamSettings  # noqa: E402
-from streaming.stats import BatchStats, histogram_percentile  # noqa: E402
+try:
+    from conf.settings import DEFAULT_BOOTSTRAP, SettingsError, linger_for_final_scrape  # noqa: E402
+    from conf.stream_settings import StreamSettings  # noqa: E402
+    from streaming.stats import BatchStats, histogram_percentile  # noqa: E402
+except ImportError as missing:  # spark-submit ran the driver on a Python without eosbench's packages
+    print(f"streaming/job.py: error: {sys.executable} cannot import {missing.name!r}; run spark-submit with"
+          " PYSPARK_PYTHON set to the Python that has eosbench's packages (README.md, 'The exactly-once"
+          " streaming job')", file=sys.stderr)
+    sys.exit(3)  # the environment lacks something (the CLI contract's exit 3)
 
 
 def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,6 +65,9 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-retries", type=int, default=5, help="transaction retries inside a task")
     parser.add_argument("--metrics-port", type=int, help="serve the driver's Prometheus /metrics on this port")
     parser.add_argument("--metrics-host", default="127.0.0.1", help="address /metrics binds to (default: 127.0.0.1)")
+    parser.add_argument("--metrics-linger", type=float, metavar="SECONDS",
+                        help="keep /metrics up this long after the run, so its final values are scraped"
+                             " (default with --metrics-port: two scrape intervals of conf/prometheus/prometheus.yml)")
     parser.add_argument("--output-json", type=Path)
     parser.add_argument("--timeout-s", type=float, help="stop an interval-triggered query after this long")
 
@@ -346,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:  # the sink refused the query or the group: nothing was committed
         parser.exit(2, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
     print(summary.to_json())
+    linger_for_final_scrape(settings.metrics_linger_s, settings.metrics_host, settings.metrics_port)
     return 0
 
 

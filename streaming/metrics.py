@@ -73,8 +73,8 @@ class StreamMetrics:
                                         names, buckets=BATCH_BUCKETS, registry=self.registry)
         self.phase = Histogram("eosbench_sink_transaction_phase_seconds", "Time per transaction in each phase",
                                names + ["phase"], buckets=PHASE_BUCKETS, registry=self.registry)
-        self.aborted_fraction = Gauge("eosbench_stream_aborted_fraction",
-                                      "1 - visible records / offset span, over the run", names, registry=self.registry)
+        self.aborted_ratio = Gauge("eosbench_stream_aborted_ratio",
+                                   "1 - visible records / offset span, over the run", names, registry=self.registry)
         self.lag = Gauge("eosbench_stream_consumer_lag_records", "Input end offsets minus the sink group's offsets",
                          names, registry=self.registry)
         self.verify_violations = Gauge("eosbench_verify_violations", "Violations the last verify found (0 = none)",
@@ -89,7 +89,7 @@ class StreamMetrics:
         # Every series exists from the first scrape, at zero, so rate() and increase() see the
         # whole run rather than starting at the first batch's count.
         for series in (self.input_records, self.output_records, self.dead_lettered, self.offset_span, self.batches,
-                       self.aborted_fraction, self.lag):
+                       self.aborted_ratio, self.lag):
             series.labels(**self.labels)
         self._visible = 0
         self._span = 0
@@ -129,7 +129,7 @@ class StreamMetrics:
         self._visible += visible
         self.offset_span.labels(**self.labels).inc(span)
         self.input_records.labels(**self.labels).inc(visible)
-        self._update_aborted_fraction()
+        self._update_aborted_ratio()
 
     def verified(self, violations: int, records_checked: int) -> None:
         """Publish a verify report's outcome (the verify-failure alert watches it)."""
@@ -140,9 +140,9 @@ class StreamMetrics:
         """The sink group's lag behind the input's end."""
         self.lag.labels(**self.labels).set(records)
 
-    def _update_aborted_fraction(self) -> None:
+    def _update_aborted_ratio(self) -> None:
         if self._span:
-            self.aborted_fraction.labels(**self.labels).set(max(0.0, 1.0 - self._visible / self._span))
+            self.aborted_ratio.labels(**self.labels).set(max(0.0, 1.0 - self._visible / self._span))
 
     def serve(self, port: int, host: str) -> None:
         """Serve /metrics on host:port in a daemon thread."""

@@ -1,7 +1,9 @@
 """The one SparkSession factory, used by the streaming job, the face and the tests.
 
-Under `spark-submit` the master and jars come from the command line and this factory only adds
-eosbench's defaults; launched from plain Python it also sets `local[2]` and the given jars.
+eosbench's settings are defaults: each is applied only where the user has not set that key
+(SparkConf's setIfMissing), so `spark-submit --conf spark.ui.enabled=true`, its `--master` and
+`spark-defaults.conf` win. Only the caller's `conf` (e.g. `eosbench stream --conf k=v`) and jars
+are applied as given. Launched from plain Python, the master defaults to `local[2,4]`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from conf.settings import console_log4j_config
@@ -53,30 +56,51 @@ def build_spark_session(
     conf: Mapping[str, str] | None = None,
     monitoring: bool = False,
 ) -> SparkSession:
-    """Return a SparkSession with eosbench's defaults, the given jars and any overrides."""
+    """Return a SparkSession: eosbench's defaults where the user set nothing, then the given master, jars and conf."""
     # Executors start `python3` from PATH unless told otherwise, and that interpreter does not
     # have eosbench's packages; point them (and the driver) at the one running now.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # Everything eosbench runs is on loopback; this also silences Spark's hostname warning.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    settings = session_settings(user_settings(), master, jars, conf, monitoring)
     builder = SparkSession.builder.appName(app_name)
-    if master:
-        builder = builder.master(master)
-    elif not _launched_by_spark_submit():
-        builder = builder.master(DEFAULT_MASTER)
-    settings = dict(DEFAULT_CONF)
-    jar_list = ",".join(str(jar) for jar in jars)
-    if jar_list:
-        settings["spark.jars"] = jar_list
-    if monitoring:
-        settings.update(MONITORING_CONF)
-    settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def session_settings(existing: Mapping[str, str], master: str | None = None, jars: Iterable[str] = (),
+                     conf: Mapping[str, str] | None = None, monitoring: bool = False) -> dict[str, str]:
+    """The settings to give the builder: defaults for the keys `existing` lacks, then the explicit ones."""
+    defaults = {"spark.master": DEFAULT_MASTER, **DEFAULT_CONF, **(MONITORING_CONF if monitoring else {})}
+    settings = {key: value for key, value in defaults.items() if key not in existing}
+    if master:
+        settings["spark.master"] = master
+    jar_list = ",".join(str(jar) for jar in jars)
+    if jar_list:
+        settings["spark.jars"] = jar_list
+    settings.update(conf or {})
+    return settings
+
+
+def user_settings() -> dict[str, str]:
+    """What is already set for the SparkContext about to start: spark-submit's flags and spark-defaults.conf.
+
+    Under spark-submit they are system properties of the JVM that launched this driver; a new
+    SparkConf reads them once the gateway is up. Launched from plain Python, no JVM exists yet
+    and the builder's settings are what it will start with. A running context's settings are
+    its own.
+    """
+    active = SparkContext._active_spark_context
+    if active is not None:
+        return dict(active.getConf().getAll())
+    if not _launched_by_spark_submit():
+        return {}
+    SparkContext._ensure_initialized()  # connects to spark-submit's gateway; starts no JVM
+    return dict(SparkConf().getAll())
 
 
 def _launched_by_spark_submit() -> bool:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from conf.settings import DEFAULT_BOOTSTRAP
-from eosbench.console.arguments import bootstrap_flag, non_negative_int, positive_int
+from eosbench.console.arguments import bootstrap_flag, non_negative_int, positive_float, positive_int
 from eosbench.console.errors import BadInput, interrupt_on_stop_signals
 
 SPARK_BENCH_SINKS = ("kafka-eos", "kafka-alo", "delta", "kafka-eos+prereg")
@@ -33,6 +33,11 @@ def add_bench_parser(commands) -> None:
     produce.add_argument("--repeat", type=positive_int, default=3,
                          help="rounds of the whole matrix; medians are reported (default: 3)")
     produce.add_argument("--output-dir", type=Path, default=Path("results"))
+    produce.add_argument("--throttled-rates", type=positive_float, nargs="*", default=[500, 5000],
+                         metavar="RECORDS/S", help="rates of the throttled latency pair, each tool at each"
+                         " (default: 500 5000; none skips the pair)")
+    produce.add_argument("--latency-only", action="store_true",
+                         help="run only the throttled latency pair, not the throughput matrix and abort sweep")
 
     spark = benches.add_parser("spark", parents=[bootstrap],
                                help="the streaming job's sinks side by side on one pre-filled input")
@@ -105,8 +110,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     else:
         from eosbench.bench import produce
 
+        if args.latency_only and not args.throttled_rates:
+            raise BadInput("--latency-only needs at least one --throttled-rates rate")
         produce.run(bootstrap, args.num_records, args.record_size, args.transaction_duration_ms,
-                    args.repeat, args.output_dir)
+                    args.repeat, args.output_dir, tuple(args.throttled_rates), args.latency_only)
     return 0
 
 

@@ -3,11 +3,17 @@
 Both tools print the same final line, so both are parsed by one regular expression; eosbench's
 JSON summary adds what Java cannot report (committed goodput under aborts). Runs alternate
 between the tools so that drift of the machine hits both alike, each on a fresh topic.
+
+Three parts: the unthrottled throughput matrix (without and with transactions), the abort sweep
+(goodput against `(1 - r) x` goodput(0)), and the throttled latency pair: at each
+`--throttled-rates` rate, both tools with the same flags (`acks=all linger.ms=0`, the way people
+measure latency with `kafka-producer-perf-test`), their p50, p99 and average side by side.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 import subprocess
@@ -31,6 +37,12 @@ FINAL_LINE = re.compile(
     re.MULTILINE,
 )
 ABORT_RATIOS = (0.1, 0.5, 0.9)
+THROTTLED_RATES = (500, 5_000)
+THROTTLED_SECONDS = 6  # 3,000 records at 500 records/s: issue 14's comparison
+LATENCY_PROPS = ("acks=all", "linger.ms=0")
+# eosbench's throttled p50 may exceed Java's by 2 ms or by half, whichever is larger.
+P50_SLACK_MS = 2.0
+P50_SLACK_FACTOR = 1.5
 
 
 @dataclass
@@ -56,20 +68,21 @@ def _final_line(output: str, tool: str) -> re.Match:
     return match
 
 
-def _common_flags(topic: str, num_records: int, record_size: int, duration_ms: int | None) -> list[str]:
+def _common_flags(topic: str, num_records: int, record_size: int, duration_ms: int | None,
+                  throughput: float) -> list[str]:
     flags = ["--topic", topic, "--num-records", str(num_records), "--record-size", str(record_size),
-             "--throughput", "-1"]
+             "--throughput", f"{throughput:g}"]
     return flags + (["--transaction-duration-ms", str(duration_ms)] if duration_ms else [])
 
 
 def run_java(bootstrap: str, topic: str, num_records: int, record_size: int, duration_ms: int | None,
-             mode: str) -> ToolRun:
+             mode: str, throughput: float = -1, props: tuple[str, ...] = ("acks=all",)) -> ToolRun:
     """Run Java's ProducerPerformance from the cached kafka-tools jar."""
     classpath = str(resolve_bundle("kafka")[0].parent / "*")
     command = [check_java(), "-Xmx512m", f"-Dlog4j2.configurationFile={console_log4j_config()}",
                "-cp", classpath, "org.apache.kafka.tools.ProducerPerformance",
-               *_common_flags(topic, num_records, record_size, duration_ms),
-               "--command-property", "acks=all", f"bootstrap.servers={bootstrap}"]
+               *_common_flags(topic, num_records, record_size, duration_ms, throughput),
+               "--command-property", *props, f"bootstrap.servers={bootstrap}"]
     completed = subprocess.run(command, capture_output=True, text=True)
     m = _final_line(completed.stdout, "Java ProducerPerformance")
     return ToolRun("java", mode, float(m["rps"]), float(m["rps"]), float(m["avg"]), float(m["p50"]),
@@ -77,13 +90,14 @@ def run_java(bootstrap: str, topic: str, num_records: int, record_size: int, dur
 
 
 def run_eosbench(bootstrap: str, topic: str, num_records: int, record_size: int, duration_ms: int | None,
-                 mode: str, abort_ratio: float = 0.0, records_per_transaction: int | None = None) -> ToolRun:
+                 mode: str, abort_ratio: float = 0.0, records_per_transaction: int | None = None,
+                 throughput: float = -1, props: tuple[str, ...] = ("acks=all",)) -> ToolRun:
     """Run `eosbench produce` in its own process, as a user would."""
     with tempfile.TemporaryDirectory() as scratch:
         summary_file = Path(scratch) / "summary.json"
         command = [sys.executable, "-m", "eosbench.cli", "produce",
-                   *_common_flags(topic, num_records, record_size, duration_ms),
-                   "--producer-props", "acks=all", "--bootstrap-server", bootstrap,
+                   *_common_flags(topic, num_records, record_size, duration_ms, throughput),
+                   "--producer-props", *props, "--bootstrap-server", bootstrap,
                    "--output-json", str(summary_file)]
         if abort_ratio:
             command += ["--transaction-abort-ratio", str(abort_ratio)]
@@ -101,8 +115,9 @@ def run_eosbench(bootstrap: str, topic: str, num_records: int, record_size: int,
                    summary["records_aborted"] / ended if ended else 0.0)
 
 
-def run(bootstrap: str, num_records: int, record_size: int, duration_ms: int, repeat: int, output_dir: Path) -> dict:
-    """Run the side-by-side matrix and the abort sweep `repeat` times; print and return the report."""
+def run(bootstrap: str, num_records: int, record_size: int, duration_ms: int, repeat: int, output_dir: Path,
+        throttled_rates: tuple[float, ...] = THROTTLED_RATES, latency_only: bool = False) -> dict:
+    """Run the matrix, the abort sweep and the throttled latency pair `repeat` times; print and return the report."""
     brokers = len(cluster_metadata(bootstrap).brokers)
     tx_mode = f"transactions {duration_ms} ms"
 
@@ -111,10 +126,10 @@ def run(bootstrap: str, num_records: int, record_size: int, duration_ms: int, re
         create_topic(bootstrap, name, partitions=1, replication_factor=min(3, brokers))
         return name
 
-    def once(tool, mode: str, duration: int | None, **kwargs) -> ToolRun:
+    def once(tool, mode: str, duration: int | None, records: int = num_records, **kwargs) -> ToolRun:
         topic = fresh_topic()
         try:
-            result = tool(bootstrap, topic, num_records, record_size, duration, mode, **kwargs)
+            result = tool(bootstrap, topic, records, record_size, duration, mode, **kwargs)
         finally:
             delete_topics(bootstrap, [topic])
         _print_run(result)
@@ -123,42 +138,75 @@ def run(bootstrap: str, num_records: int, record_size: int, duration_ms: int, re
     runs: list[ToolRun] = []
     for round_number in range(1, repeat + 1):
         print(f"round {round_number} of {repeat}", flush=True)
-        for mode, duration in (("no transactions", None), (tx_mode, duration_ms)):
-            runs += [once(run_java, mode, duration), once(run_eosbench, mode, duration)]
-        for ratio in ABORT_RATIOS:
-            runs.append(once(run_eosbench, f"{tx_mode}, abort {ratio}", duration_ms, abort_ratio=ratio))
+        if not latency_only:
+            for mode, duration in (("no transactions", None), (tx_mode, duration_ms)):
+                runs += [once(run_java, mode, duration), once(run_eosbench, mode, duration)]
+            for ratio in ABORT_RATIOS:
+                runs.append(once(run_eosbench, f"{tx_mode}, abort {ratio}", duration_ms, abort_ratio=ratio))
+        for rate in throttled_rates:
+            # Which tool goes first alternates by round, so a warming broker favours neither.
+            for tool in (run_java, run_eosbench) if round_number % 2 else (run_eosbench, run_java):
+                runs.append(once(tool, throttled_mode(rate), None, records=max(1, round(rate * THROTTLED_SECONDS)),
+                                 throughput=rate, props=LATENCY_PROPS))
 
     def median(tool: str, mode: str, figure: str) -> float:
         return statistics.median(getattr(r, figure) for r in runs if r.tool == tool and r.mode == mode)
 
-    goodput_zero = median("eosbench", tx_mode, "goodput_records_per_sec")
     report = {
         "bootstrap": bootstrap, "brokers": brokers, "num_records": num_records, "record_size": record_size,
         "acks": "all", "transaction_duration_ms": duration_ms, "repeat": repeat,
         "runs": [asdict(r) for r in runs],
-        "eosbench_over_java": {
+    }
+    if not latency_only:
+        goodput_zero = median("eosbench", tx_mode, "goodput_records_per_sec")
+        report["eosbench_over_java"] = {
             mode: median("eosbench", mode, "records_per_sec") / median("java", mode, "records_per_sec")
             for mode in ("no transactions", tx_mode)
-        },
-        "abort_goodput": {},
-    }
-    for ratio in ABORT_RATIOS:
-        mode = f"{tx_mode}, abort {ratio}"
-        goodput = median("eosbench", mode, "goodput_records_per_sec")
-        realized = median("eosbench", mode, "aborted_record_fraction")
-        report["abort_goodput"][str(ratio)] = {
-            "goodput": goodput,
-            "ratio_to_ideal": goodput / ((1 - ratio) * goodput_zero),
-            "realized_aborted_fraction": realized,
-            # With ~30 transactions a run, the coin's luck moves goodput by +-10 %; dividing by
-            # the fraction that really was aborted leaves the cost of aborting itself.
-            "ratio_to_realized": goodput / ((1 - realized) * goodput_zero) if realized < 1 else None,
         }
+        report["abort_goodput"] = {}
+        for ratio in ABORT_RATIOS:
+            mode = f"{tx_mode}, abort {ratio}"
+            goodput = median("eosbench", mode, "goodput_records_per_sec")
+            realized = median("eosbench", mode, "aborted_record_fraction")
+            report["abort_goodput"][str(ratio)] = {
+                "goodput": goodput,
+                "ratio_to_ideal": goodput / ((1 - ratio) * goodput_zero),
+                "realized_aborted_fraction": realized,
+                # With ~30 transactions a run, the coin's luck moves goodput by +-10 %; dividing by
+                # the fraction that really was aborted leaves the cost of aborting itself.
+                "ratio_to_realized": goodput / ((1 - realized) * goodput_zero) if realized < 1 else None,
+            }
+    report["throttled_latency"] = {
+        f"{rate:g}": throttled_pair([r for r in runs if r.mode == throttled_mode(rate)]) for rate in throttled_rates
+    }
     output_dir.mkdir(parents=True, exist_ok=True)
     path = output_dir / f"produce-bench-{uuid.uuid4().hex[:8]}.json"
     path.write_text(json.dumps(report, indent=2))
     _print_report(report, path)
     return report
+
+
+def throttled_mode(rate: float) -> str:
+    """The mode label of the throttled latency pair at one rate."""
+    return f"throttled {rate:g} records/s, {' '.join(LATENCY_PROPS)}"
+
+
+def p50_bound_ms(java_p50_ms: float) -> float:
+    """The largest eosbench p50 that counts as Java's: 2 ms or 1.5 x more, whichever is larger."""
+    return max(java_p50_ms + P50_SLACK_MS, P50_SLACK_FACTOR * java_p50_ms)
+
+
+def throttled_pair(runs: list[ToolRun]) -> dict:
+    """Medians of p50, p99 and avg for each tool at one rate, and eosbench's p50 judged against Java's.
+
+    Percentiles are compared in whole milliseconds, floored, the resolution Java prints.
+    """
+    figures = {tool: {"p50_ms": statistics.median(math.floor(r.p50_ms) for r in mine),
+                      "p99_ms": statistics.median(math.floor(r.p99_ms) for r in mine),
+                      "avg_ms": statistics.median(r.avg_ms for r in mine), "runs": len(mine)}
+               for tool in ("java", "eosbench") if (mine := [r for r in runs if r.tool == tool])}
+    bound = p50_bound_ms(figures["java"]["p50_ms"])
+    return {**figures, "p50_bound_ms": bound, "p50_within_bound": figures["eosbench"]["p50_ms"] <= bound}
 
 
 def _print_run(r: ToolRun) -> None:
@@ -167,14 +215,27 @@ def _print_run(r: ToolRun) -> None:
 
 
 def _print_report(report: dict, path: Path) -> None:
-    for mode, ratio in report["eosbench_over_java"].items():
+    for mode, ratio in report.get("eosbench_over_java", {}).items():
         verdict = "meets" if ratio >= 1.0 else "misses"
         print(f"eosbench / Java records/sec, {mode}: {ratio:.2f} ({verdict} the >= 1.0 target)")
-    for ratio, figures in report["abort_goodput"].items():
+    for ratio, figures in report.get("abort_goodput", {}).items():
         verdict = "meets" if figures["ratio_to_ideal"] >= GOODPUT_TARGET else "misses"
         realized = figures["ratio_to_realized"]
         print(f"abort ratio {ratio}: goodput {figures['goodput']:,.0f} rec/s = {figures['ratio_to_ideal']:.2f}"
               f" x (1 - r) x goodput(0) ({verdict} the >= {GOODPUT_TARGET} target);"
               f" {figures['realized_aborted_fraction']:.2f} of records really aborted, so"
               f" {realized:.2f} x (1 - realized) x goodput(0)" if realized is not None else "")
+    if report["throttled_latency"]:
+        print(f"throttled latency, {' '.join(LATENCY_PROPS)}, median of {report['repeat']} (ms; percentiles floored,"
+              " as Java prints them):")
+        print(f"  {'rate/s':>8}  {'tool':<9} {'p50':>6} {'p99':>6} {'avg':>9}")
+    for rate, pair in report["throttled_latency"].items():
+        for tool in ("java", "eosbench"):
+            f = pair[tool]
+            print(f"  {rate:>8}  {tool:<9} {f['p50_ms']:>6.0f} {f['p99_ms']:>6.0f} {f['avg_ms']:>9.2f}")
+    for rate, pair in report["throttled_latency"].items():
+        verdict = "meets" if pair["p50_within_bound"] else "misses"
+        print(f"throttled {rate} records/s: eosbench p50 {pair['eosbench']['p50_ms']:.0f} ms, Java"
+              f" {pair['java']['p50_ms']:.0f} ms ({verdict} the <= max(Java + {P50_SLACK_MS:g} ms,"
+              f" {P50_SLACK_FACTOR:g} x Java) = {pair['p50_bound_ms']:g} ms target)")
     print(f"json: {path}")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eosbench.bench.plots import bars_png, latency_cdf_png, lines_png
+from eosbench.console.plots import bars_png, latency_cdf_png, lines_png
 
 SEED_STREAMING_TX_OVER_BASE = "40-120x (kafka-tx-performance TxStreamingBench, Kafka 2.7, 3 nodes, 1 record/txn)"
 SEED_WRITES_TX_OVER_BASE = "30-50x (kafka-tx-performance TxWritesBench, Kafka 2.7, 3 nodes)"
@@ -52,24 +52,31 @@ def build_report(rows: list[dict], run_id: str, plots_dir: Path) -> tuple[str, l
                   if r["abort_ratio"] == lowest_ratio and r["latency_quantiles_ms"]}
         if series:
             plots.append(latency_cdf_png(series, plots_dir / f"latency-cdf-{run_id}-b{brokers}-n{n}.png",
-                                         f"per-transaction latency, {n} records/transaction, {brokers} broker(s)"
+                                         f"per-transaction latency, {n:,} record{'s' if n != 1 else ''} per"
+                                         f" transaction, {brokers} broker(s)"
                                          " (plain: write path; Spark: micro-batch)"))
 
-    overhead_lines = {}
+    index = by_cell(cells)
+    overhead_lines, overhead_spread = {}, {}
     for (sink, brokers), group in sorted(_group(cells, "sink", "brokers").items()):
-        points = {r["records_per_transaction"]: r["overhead_ratio"] for r in group
-                  if r["overhead_ratio"] is not None and r["abort_ratio"] == lowest_ratio}
-        if points:
-            overhead_lines[f"{sink} / {group[0]['baseline']}, {brokers} broker(s)"] = points
+        chosen = [r for r in group if r["overhead_ratio"] is not None and r["abort_ratio"] == lowest_ratio]
+        if chosen:
+            label = f"{sink} / {group[0]['baseline']}, {brokers} broker(s)"
+            overhead_lines[label] = {r["records_per_transaction"]: r["overhead_ratio"] for r in chosen}
+            overhead_spread[label] = {}
+            for r in chosen:
+                base = index.get((r["baseline"], brokers, r["record_size"], r["abort_ratio"], r["records_per_transaction"]))
+                ratios = [b / own for b, own in zip(repeat_throughputs(base), repeat_throughputs(r)) if own]
+                if len(ratios) > 1:
+                    overhead_spread[label][r["records_per_transaction"]] = (min(ratios), max(ratios))
     if overhead_lines:
         plots.append(lines_png(overhead_lines, plots_dir / f"overhead-vs-transaction-size-{run_id}.png",
-                               "overhead of exactly-once against transaction size (baseline throughput / own)",
-                               "records per transaction", "overhead (x, 1 = free)", log_x=True, log_y=True,
-                               reference={"no overhead": 1.0}))
+                               "overhead of exactly-once against transaction size (baseline throughput / own;"
+                               " whiskers: the repeats)", "records per transaction", "overhead (x, 1 = free)",
+                               log_x=True, log_y=True, reference={"no overhead": 1.0}, spread=overhead_spread))
 
     goodput_lines = {}
-    for (sink, brokers, n), group in sorted(_group(cells + fills, "sink", "brokers", "records_per_transaction").items(),
-                                            key=lambda item: str(item[0])):
+    for (sink, brokers, n), group in _group(cells + fills, "sink", "brokers", "records_per_transaction").items():
         by_ratio = {r["abort_ratio"]: r["goodput_rps"] for r in group if r["goodput_rps"]}
         if 0.0 in by_ratio and len(by_ratio) > 1:
             label = f"{sink}, {brokers} broker(s)" + (f", {n}/txn" if n else "")
@@ -78,17 +85,40 @@ def build_report(rows: list[dict], run_id: str, plots_dir: Path) -> tuple[str, l
         ratios = sorted({r for points in goodput_lines.values() for r in points})
         goodput_lines["ideal 1 - r"] = {r: 1 - r for r in ratios}
         plots.append(lines_png(goodput_lines, plots_dir / f"goodput-vs-abort-ratio-{run_id}.png",
-                               "goodput against abort ratio (committed records/s over the same at r = 0)",
-                               "transaction abort ratio r", "goodput(r) / goodput(0)"))
+                               "goodput against abort ratio (committed records/s over the same at r = 0), one panel"
+                               " per sink", "transaction abort ratio r", "goodput(r) / goodput(0)",
+                               facet=lambda label: label.split(",")[0]))
 
-    throughput_bars = defaultdict(dict)
-    for r in cells:
+    throughput_bars: dict[str, dict[str, float]] = {}
+    throughput_spread: dict[str, dict[str, tuple[float, float]]] = defaultdict(dict)
+    for r in sorted(cells, key=lambda r: (r["brokers"], r["records_per_transaction"])):
         if r["abort_ratio"] == lowest_ratio:
-            throughput_bars[f"{r['records_per_transaction']}/txn, {r['brokers']}b"][r["sink"]] = r["throughput_rps"]
+            group = f"{r['records_per_transaction']:,}/txn, {r['brokers']}b"
+            throughput_bars.setdefault(group, {})[r["sink"]] = r["throughput_rps"]
+            repeats = repeat_throughputs(r)
+            if len(repeats) > 1:
+                throughput_spread[group][r["sink"]] = (min(repeats), max(repeats))
     if throughput_bars:
-        plots.append(bars_png(dict(throughput_bars), plots_dir / f"eos-vs-alos-{run_id}.png",
-                              "throughput per sink: exactly-once beside its at-least-once baseline", "records/s"))
+        plots.append(bars_png(throughput_bars, plots_dir / f"eos-vs-alos-{run_id}.png",
+                              "throughput per sink: exactly-once beside its at-least-once baseline (median of the"
+                              " repeats; whiskers: lowest and highest)", "records/s", spread=throughput_spread))
     return _summary(run, cells, fills, anchors, run_id, plots, plots_dir, lowest_ratio), plots
+
+
+def by_cell(cells: list[dict]) -> dict[tuple, dict]:
+    """Cells by (sink, brokers, record size, abort ratio, records per transaction)."""
+    return {(r["sink"], r["brokers"], r["record_size"], r["abort_ratio"], r["records_per_transaction"]): r for r in cells}
+
+
+def repeat_throughputs(row: dict | None) -> list[float]:
+    """The throughput of each repeat behind a cell's median (empty where the row has none)."""
+    if row is None:
+        return []
+    try:
+        repeats = json.loads(row.get("figures_json") or "{}").get("repeats", [])
+    except (ValueError, AttributeError):
+        return []
+    return [float(repeat["throughput_rps"]) for repeat in repeats if repeat.get("throughput_rps")]
 
 
 def _group(rows: list[dict], *keys: str) -> dict[tuple, list[dict]]:
@@ -127,7 +157,7 @@ def _summary(run: list[dict], cells: list[dict], fills: list[dict], anchors: lis
                      f" {_fmt(r['latency_p50_ms'], 2)} | {_fmt(r['latency_p99_ms'], 2)} | {r['latency_kind']} |"
                      f" {_fmt(r['overhead_ratio'], 2)} | {_fmt(r['abort_overhead'], 3)} |")
     lines += ["", "## Targets", ""]
-    index = {(r["sink"], r["brokers"], r["record_size"], r["abort_ratio"], r["records_per_transaction"]): r for r in cells}
+    index = by_cell(cells)
     for (sink, brokers, size, ratio, n), r in sorted(index.items(), key=lambda kv: str(kv[0])):
         if sink != "kafka-eos":
             continue

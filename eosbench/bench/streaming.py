@@ -20,7 +20,7 @@ from eosbench.bench import results
 from eosbench.bench.produce import run_eosbench as fill_topic
 from eosbench.local.kafka_admin import cluster_metadata, create_topic, describe_topic
 from eosbench.bench.writes import latency_table
-from eosbench.bench.plots import latency_cdf_png
+from eosbench.console.plots import latency_cdf_png
 from eosbench.console.progress import progress_callback
 from eosbench.bench.report import SEED_STREAMING_TX_OVER_BASE
 from producers.streaming_bench import StreamingBench, StreamingBenchResult

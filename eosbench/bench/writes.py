@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 from eosbench.local.kafka_admin import cluster_metadata, create_topic
-from eosbench.bench.plots import latency_cdf_png
+from eosbench.console.plots import latency_cdf_png
 from eosbench.console.progress import progress_callback
 from producers.write_bench import Mode, run_write_benches
 

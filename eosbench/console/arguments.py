@@ -36,6 +36,17 @@ def non_negative_int(text: str) -> int:
     return _int_at_least(text, 0)
 
 
+def positive_float(text: str) -> float:
+    """An argument type: a number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
 def duration(text: str) -> float:
     """An argument type: seconds from '90', '90s', '30m' or '2h'."""
     units = {"s": 1, "m": 60, "h": 3600}

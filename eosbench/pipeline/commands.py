@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from conf.settings import DEFAULT_BOOTSTRAP
+from conf.settings import DEFAULT_BOOTSTRAP, linger_for_final_scrape, parse_kv_pairs
 from eosbench.console.arguments import bootstrap_flag, positive_int
 from eosbench.console.errors import EXIT_CHECK_FAILED, BadInput, CheckFailed
 
@@ -61,6 +61,9 @@ def add_produce_parser(commands) -> None:
     ours.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus /metrics on this port")
     ours.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                       help="address /metrics binds to (default: 127.0.0.1)")
+    ours.add_argument("--metrics-linger", type=float, metavar="SECONDS",
+                      help="keep /metrics up this long after the run, so its final values are scraped"
+                           " (default with --metrics-port: two scrape intervals of conf/prometheus/prometheus.yml)")
     ours.add_argument("--output-json", type=Path, metavar="FILE", help="write a machine-readable summary here")
 
 
@@ -87,6 +90,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
             raise CheckFailed(str(exc)) from exc
     if settings.output_json:
         settings.output_json.write_text(summary.to_json())
+    linger_for_final_scrape(settings.metrics_linger_s, settings.metrics_host, settings.metrics_port)
     return 0
 
 
@@ -96,6 +100,9 @@ def add_stream_parser(commands) -> None:
 
     stream = commands.add_parser("stream", help="the exactly-once Structured Streaming job, local master and cached jars")
     add_stream_arguments(stream)
+    stream.add_argument("--master", help="Spark master (default: local[2,4])")
+    stream.add_argument("--conf", action="append", default=[], metavar="K=V",
+                        help="a Spark setting, as spark-submit's --conf; repeat for more")
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
@@ -105,14 +112,16 @@ def cmd_stream(args: argparse.Namespace) -> int:
     from streaming import job
 
     settings = job.settings_from_args(args)
+    spark_conf = parse_kv_pairs(args.conf)
     describe_topic(settings.bootstrap_server, settings.input_topic)
     describe_topic(settings.bootstrap_server, settings.output_topic)
     metadata = cluster_metadata(settings.bootstrap_server)
     if settings.sink != "delta" and settings.dead_letter not in metadata.topics:
         create_topic(settings.bootstrap_server, settings.dead_letter, 1, min(3, len(metadata.brokers)))
-    spark = spark_session(f"eosbench-stream-{settings.app_id}")
+    spark = spark_session(f"eosbench-stream-{settings.app_id}", master=args.master, conf=spark_conf)
     summary = job.run(spark, settings)
     print(summary.to_json())
+    linger_for_final_scrape(settings.metrics_linger_s, settings.metrics_host, settings.metrics_port)
     return 0
 
 

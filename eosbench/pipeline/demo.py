@@ -166,7 +166,7 @@ def _wait_for_final_scrape(prometheus: LocalPrometheus, app_id: str, records_out
 def _print_monitoring(console: Console, prometheus: LocalPrometheus, bootstrap: str) -> None:
     console.print(f"""
 [bold]Monitoring[/]
-  Prometheus      {prometheus.url}   (Graph: eosbench:stream_output_records:rate1m, eosbench:stream_aborted_fraction:ratio)
+  Prometheus      {prometheus.url}   (Graph: eosbench:stream_output_records:rate1m, eosbench:stream_aborted:ratio)
   alerts          {prometheus.url}/alerts
   producer        http://127.0.0.1:{PRODUCER_METRICS_PORT}/metrics   (while this command runs)
   stream driver   http://127.0.0.1:{STREAM_METRICS_PORT}/metrics

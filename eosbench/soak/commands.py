@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from conf.settings import DEFAULT_CLIENT_PORT
+from conf.settings import DEFAULT_CLIENT_PORT, linger_for_final_scrape, metrics_linger_seconds
 from eosbench.console.arguments import duration, positive_int, state_dir_flag
 from eosbench.console.errors import EXIT_CHECK_FAILED, interrupt_on_stop_signals
 from eosbench.soak.faults import FAULT_KINDS
@@ -60,4 +60,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
     print(f"soak {report.run_id}: {len(report.faults)} faults, {sum(f.survived for f in report.faults)} survived,"
           f" {report.final.get('input_committed', 0):,} records verified, {len(report.violations)} violations;"
           f" report in {soak.output_dir}")
+    # The producer and stream are killed (their endpoints go with them); the soak's own carries
+    # the final verify, which the verify-failure alert must see.
+    linger_for_final_scrape(metrics_linger_seconds(args.metrics_port, None), "127.0.0.1", args.metrics_port + 2)
     return 0 if report.ok else EXIT_CHECK_FAILED

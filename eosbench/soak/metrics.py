@@ -6,6 +6,8 @@ import time
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 from eosbench.console.errors import EnvironmentProblem
 from eosbench.soak.faults import FAULT_KINDS
@@ -13,6 +15,26 @@ from eosbench.soak.faults import FAULT_KINDS
 if TYPE_CHECKING:
     from eosbench.soak.progress import ProgressSampler
     from eosbench.soak.report import FaultRecord
+
+
+class CommittedOffsets(Collector):
+    """The sink group's committed input offsets, summed over partitions, as a counter (`rate()` charts it).
+
+    It only grows: progress made exactly once, across every restart. A read from a coordinator
+    that has not caught up yet can be lower for a moment; the counter keeps its highest value.
+    """
+
+    def __init__(self, labels: dict[str, str]):
+        self.labels, self.sampler, self.highest = labels, None, 0
+
+    def collect(self):
+        """Yield the counter at the sampler's latest total."""
+        if self.sampler is not None:
+            self.highest = max(self.highest, self.sampler.processed())
+        family = CounterMetricFamily("eosbench_soak_committed_offsets", "The sink group's committed input offsets,"
+                                     " summed over partitions: progress made exactly once", labels=list(self.labels))
+        family.add_metric(list(self.labels.values()), self.highest)
+        yield family
 
 
 class SoakMetrics:
@@ -34,9 +56,8 @@ class SoakMetrics:
         self.injected_at = Gauge("eosbench_soak_fault_injected_timestamp_seconds", "Unix time the last fault of"
                                  " this kind was injected (the soak dashboard's fault markers)", [*labels, "kind"],
                                  registry=self.registry)
-        self.committed = Gauge("eosbench_soak_committed_offsets", "The sink group's committed input offsets, summed"
-                               " over partitions: progress made exactly once, across every restart",
-                               list(labels), registry=self.registry)
+        self.committed = CommittedOffsets(labels)
+        self.registry.register(self.committed)
         self.labels = labels
         for kind in FAULT_KINDS:
             for outcome in ("survived", "failed"):
@@ -58,7 +79,7 @@ class SoakMetrics:
 
     def follow(self, sampler: ProgressSampler) -> None:
         """Export the sampler's committed total on every scrape."""
-        self.committed.labels(**self.labels).set_function(sampler.processed)
+        self.committed.sampler = sampler
 
     def restarted(self, process: str) -> None:
         """Count one unplanned restart of a supervised process."""

@@ -54,7 +54,7 @@ class Pipeline:
                 "--bootstrap-server", self.bootstrap, "--transactional-id", self.producer_id,
                 "--records-per-transaction", str(o.records_per_transaction),
                 "--transaction-abort-ratio", str(o.abort_ratio), "--seed", str(o.seed), "--run-id", self.run_id,
-                "--resume", "--metrics-port", str(o.metrics_port), "--reporting-interval", "30000",
+                "--resume", "--metrics-port", str(o.metrics_port), "--metrics-linger", "0", "--reporting-interval", "30000",
                 "--producer-props", "acks=all", f"delivery.timeout.ms={o.delivery_timeout_ms}",
                 f"request.timeout.ms={o.delivery_timeout_ms // 2}", "linger.ms=5", "transaction.timeout.ms=30000"]
 
@@ -71,7 +71,8 @@ class Pipeline:
                 "--bootstrap-server", self.bootstrap, "--app-id", self.app_id, "--checkpoint", str(self.checkpoint),
                 "--trigger", "1 second", "--starting-offsets", "group",
                 "--max-offsets-per-trigger", str(o.max_offsets_per_trigger),
-                "--metrics-port", str(o.metrics_port + 1), "--producer-props", "transaction.timeout.ms=30000"]
+                "--metrics-port", str(o.metrics_port + 1), "--metrics-linger", "0",
+                "--producer-props", "transaction.timeout.ms=30000"]
 
     def start(self, child: Child) -> None:
         """Launch (or relaunch) the producer or the stream."""

@@ -9,12 +9,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display on a soak box
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from eosbench.console.plots import soak_timeline_png
 
 
 @dataclass
@@ -85,8 +80,8 @@ def write_report(report: SoakReport, output_dir: Path) -> None:
     """Write report.json, report.md and timeline.png into the output folder."""
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / "report.json").write_text(report.to_json())
-    timeline_png(report.timeline, [(f.at_s, f.kind) for f in report.faults], output_dir / "timeline.png",
-                 f"soak {report.run_id}: committed input offsets per second, faults marked")
+    soak_timeline_png(report.timeline, [(f.at_s, f.kind, f.recovery_s) for f in report.faults],
+                      output_dir / "timeline.png", f"soak {report.run_id}: committed input offsets per second")
     (output_dir / "report.md").write_text(report_markdown(report))
 
 
@@ -117,30 +112,3 @@ def report_markdown(report: SoakReport) -> str:
     if report.violations:
         lines += ["", "## Violations", ""] + [f"- {v}" for v in report.violations]
     return "\n".join(lines) + "\n"
-
-
-def timeline_png(samples: list[tuple[float, int]], faults: list[tuple[float, str]], path: Path, title: str,
-                 window_s: float = 3.0) -> Path:
-    """Plot throughput (offsets committed per second over a sliding window) with each fault as a coloured line."""
-    fig, ax = plt.subplots(figsize=(12, 4.5), dpi=110)
-    if len(samples) > 1:
-        times = np.array([t for t, _ in samples])
-        counts = np.array([c for _, c in samples], dtype=float)
-        earlier = np.clip(np.searchsorted(times, times - window_s), 0, times.size - 1)
-        span = np.maximum(times - times[earlier], 1e-9)
-        rate = np.where(times - times[earlier] > window_s / 2, (counts - counts[earlier]) / span, np.nan)
-        ax.plot(times / 60, rate, lw=0.8, color="black", label="committed input offsets/s")
-    colours = plt.get_cmap("tab10")
-    kinds = sorted({kind for _, kind in faults})
-    for at, kind in faults:
-        ax.axvline(at / 60, color=colours(kinds.index(kind)), lw=1.2, alpha=0.8,
-                   label=kind if kind not in ax.get_legend_handles_labels()[1] else None)
-    ax.set_xlabel("minutes since the soak started")
-    ax.set_ylabel("offsets per second")
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path

@@ -109,3 +109,25 @@ def test_sigkill_mid_load_then_resume_commits_every_sequence_number_exactly_once
     assert f"at sequence number {max(interrupted) + 1}." in resumed.stdout
     assert Counter(sequence_numbers(read_all(bootstrap, topic))) == Counter(range(20000))
     assert json.loads(summary_file.read_text())["first_seq"] == max(interrupted) + 1
+
+
+def test_metrics_stay_up_after_the_run_with_the_final_values(bootstrap, new_topic):
+    # Prometheus scrapes on an interval: an endpoint that vanished with the process would lose
+    # the run's last values, so --metrics-linger keeps it up after the final line.
+    topic = new_topic()
+    process = start_produce("--topic", topic, "--num-records", "5000", "--record-size", "100", "--throughput", "-1",
+                            "--bootstrap-server", bootstrap, "--transactional-id", f"{topic}.linger",
+                            "--records-per-transaction", "1000", "--run-id", "lingering",
+                            "--metrics-port", "19402", "--metrics-linger", "6")
+    try:
+        final = ""
+        while not final.startswith("5000 records sent, "):
+            final = process.stdout.readline()
+            assert final, f"producer ended early: {process.stderr.read()}"
+        metrics = urllib.request.urlopen("http://127.0.0.1:19402/metrics", timeout=5).read().decode()
+        assert 'eosbench_producer_records_total{outcome="committed",run_id="lingering"} 5000.0' in metrics
+        assert process.poll() is None, "the producer exited before lingering"
+        assert process.wait(timeout=30) == 0
+        assert "for 6 s (--metrics-linger)" in process.stderr.read()
+    finally:
+        process.kill()

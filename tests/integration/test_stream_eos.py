@@ -284,7 +284,7 @@ def test_driver_metrics_agree_with_the_run_and_the_verifier(bootstrap, spark, pi
     assert samples[("eosbench_stream_input_records_total", ())] == report.input_committed == summary.input_rows
     span = samples[("eosbench_stream_offset_span_total", ())]
     assert span == report.input_committed + report.input_aborted + _markers(bootstrap, settings.input_topic)
-    assert samples[("eosbench_stream_aborted_fraction", ())] == pytest.approx(1 - report.input_committed / span)
+    assert samples[("eosbench_stream_aborted_ratio", ())] == pytest.approx(1 - report.input_committed / span)
     assert samples[("eosbench_stream_consumer_lag_records", ())] == 0
     assert samples[("eosbench_sink_transactions_total", (("outcome", "committed"),))] == summary.outcomes["committed"]
     assert samples[("eosbench_stream_end_to_end_latency_seconds_count", ())] == summary.records_out

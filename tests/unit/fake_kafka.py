@@ -7,6 +7,9 @@ against the real broker in tests/integration, never here.
 
 from __future__ import annotations
 
+import json
+import time
+
 from confluent_kafka import KafkaError
 
 
@@ -45,6 +48,10 @@ class FakeProducer:
 
     def __init__(self, config: dict, logger=None, stats_cb=None):
         self.config = config
+        self.stats_cb = stats_cb
+        self.stats_interval_s = int(config.get("statistics.interval.ms", 0)) / 1000
+        self._last_stats: float | None = None
+        self.delivered = 0
         self.pending: list[tuple] = []
         self.open_transaction: list[bytes] = []
         self.committed: list[bytes] = []
@@ -64,11 +71,20 @@ class FakeProducer:
         self.open_transaction.append(key)
         self.values[key] = value
 
+    def list_topics(self, topic=None, timeout: float = -1):
+        """Every topic exists."""
+
     def poll(self, timeout: float = 0) -> int:
-        """Acknowledge everything queued."""
+        """Acknowledge everything queued; report statistics once per statistics.interval.ms, as librdkafka does."""
         served, self.pending = self.pending, []
         for callback, message in served:
             callback(None, message)
+        self.delivered += len(served)
+        now = time.monotonic()
+        if self.stats_cb and self.stats_interval_s > 0 and (
+                self._last_stats is None or now - self._last_stats >= self.stats_interval_s):
+            self._last_stats = now
+            self.stats_cb(json.dumps({"txmsgs": self.delivered, "eos": {"idemp_state": "Assigned"}}))
         return len(served)
 
     def flush(self, timeout: float | None = None) -> int:

@@ -168,6 +168,28 @@ def test_output_lines_are_javas():
     assert len(steady) == 1 and steady[0].startswith("2000 steady state records sent, ")
 
 
+def test_javas_summary_is_the_last_line_and_eosbench_tally_comes_before_it():
+    # A script reading Java's summary with `tail -1` must find it there, transactions or not.
+    _, _, out = _run(num_records=3000, records_per_transaction=500, transaction_abort_ratio=0.5)
+    lines = out.splitlines()
+    assert FINAL_LINE.fullmatch(lines[-1]) and lines[-1].startswith("3000 records sent, ")
+    assert " transactions committed (" in lines[-2]
+
+
+def test_with_warmup_the_steady_state_line_is_last_as_in_java():
+    _, _, out = _run(num_records=3000, warmup_records=1000, records_per_transaction=500)
+    lines = out.splitlines()
+    assert lines[-2].startswith("3000 records sent, ") and lines[-1].startswith("2000 steady state records sent, ")
+
+
+def test_print_metrics_waits_for_statistics_made_after_the_last_record():
+    # librdkafka reports statistics on an interval; the one in hand at the end predates the last
+    # acknowledgements, so --print-metrics must wait for a fresh one.
+    _, _, out = _run(num_records=2000, print_metrics=True)
+    sent = [line for line in out.splitlines() if line.startswith("producer-metrics:txmsgs ")]
+    assert sent and float(sent[0].split(":")[-1]) == 2000.0, sent
+
+
 def test_window_lines_match_javas_format():
     stats = PerfStats(10, reporting_interval_ms=1, steady_state=False, out=io.StringIO())
     import numpy as np

@@ -91,3 +91,21 @@ def test_jar_bundles_name_kafka_tools_jmx_agent_spark_and_delta():
         "org.apache.spark:spark-sql-kafka-0-10_2.13",
         "io.delta:delta-spark_4.2_2.13",
     } <= artifacts
+
+
+def test_metrics_linger_defaults_to_two_scrape_intervals_of_the_shipped_prometheus_config(tmp_path: Path):
+    from conf.produce_settings import ProduceSettings
+    from conf.settings import prometheus_scrape_interval_s
+    from conf.stream_settings import StreamSettings
+
+    config = tmp_path / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 15s\n")
+    assert prometheus_scrape_interval_s(config) == 15.0
+    interval = prometheus_scrape_interval_s()
+    produce = dict(topic="t", num_records=10, record_size=10, throughput=-1)
+    assert ProduceSettings(**produce, metrics_port=9400).metrics_linger_s == 2 * interval > 0
+    assert ProduceSettings(**produce).metrics_linger_s == 0  # nothing served, nothing to keep
+    assert ProduceSettings(**produce, metrics_port=9400, metrics_linger=0).metrics_linger_s == 0
+    assert StreamSettings(input_topic="a", output_topic="b", metrics_port=9401).metrics_linger_s == 2 * interval
+    with pytest.raises(ValidationError, match="--metrics-linger"):
+        StreamSettings(input_topic="a", output_topic="b", metrics_linger=-1)

@@ -41,7 +41,7 @@ def workdir_like_the_repository(tmp_path: Path) -> Path:
 def test_the_readme_spark_submit_line_runs_as_written_from_a_fresh_shell(bootstrap, tmp_path):
     line = readme_spark_submit_block()
     assert "--input-topic in --output-topic out --app-id orders-eos" in line
-    from eosbench.kafka_admin import create_topic
+    from eosbench.local.kafka_admin import create_topic
 
     for topic, partitions in (("in", 2), ("out", 2), ("out.dlq", 1)):
         create_topic(bootstrap, topic, partitions, 1)

@@ -209,6 +209,18 @@ class ClusterSettings(BaseModel):
         """Two of three acknowledgements on a cluster; one on a single node."""
         return 2 if self.brokers == 3 else 1
 
+    @property
+    def broker_session_timeout_ms(self) -> int:
+        """Kafka's 9 s on a cluster, where fencing a silent broker moves its leaders; 30 s on one node.
+
+        A single node has nobody to hand its leaders to, so fencing itself only does harm: when a
+        loaded two-core machine stalled the JVM for 12 s, the node fenced itself, and Kafka 4.3.1's
+        marker channel skipped the commit markers of a transaction whose partitions had no leader
+        for that moment ("likely deleted already"), which left it hanging on the output and on
+        __consumer_offsets for good.
+        """
+        return 9_000 if self.brokers > 1 else 30_000
+
     def nodes(self) -> list[NodePorts]:
         """Return every node's ports, node ids counting from 1."""
         return [
@@ -245,6 +257,7 @@ class ClusterSettings(BaseModel):
             min_insync_replicas=self.min_insync_replicas,
             offsets_partitions=self.offsets_partitions,
             transaction_state_partitions=self.transaction_state_partitions,
+            broker_session_timeout_ms=self.broker_session_timeout_ms,
         ) + extra
 
 

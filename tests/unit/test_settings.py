@@ -45,6 +45,7 @@ def test_single_node_uses_replication_factor_one(tmp_path: Path):
     assert "transaction.state.log.replication.factor=1\n" in rendered
     assert "transaction.state.log.min.isr=1\n" in rendered
     assert "controller.quorum.voters=1@127.0.0.1:9192\n" in rendered
+    assert "broker.session.timeout.ms=30000\n" in rendered  # one node never fences itself over a stall
     assert settings.bootstrap_servers == "127.0.0.1:9092"
     assert "=$" not in rendered
 
@@ -61,6 +62,7 @@ def test_three_nodes_replicate_three_ways_with_two_in_sync(tmp_path: Path):
     assert "node.id=2\n" in rendered
     assert "controller.quorum.voters=1@127.0.0.1:29192,2@127.0.0.1:29193,3@127.0.0.1:29194\n" in rendered
     assert "min.insync.replicas=2\n" in rendered
+    assert "broker.session.timeout.ms=9000\n" in rendered
     assert "transaction.state.log.replication.factor=3\n" in rendered
     assert "offsets.topic.replication.factor=3\n" in rendered
     assert f"log.dirs={tmp_path / 'node-2' / 'data'}\n" in rendered

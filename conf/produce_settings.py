@@ -13,7 +13,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
-from conf.settings import DEFAULT_BOOTSTRAP, SettingsError, load_properties, metrics_linger_seconds, parse_kv_pairs
+from conf.settings import (DEFAULT_BOOTSTRAP, SettingsError, load_properties, metrics_linger_seconds,
+                           output_file_problem, parse_kv_pairs)
 
 DEFAULT_TRANSACTION_DURATION_MS = 3000  # Java's DEFAULT_TRANSACTION_DURATION_MS
 DEFAULT_TRANSACTION_ID_PREFIX = "performance-producer-"
@@ -162,6 +163,8 @@ class ProduceSettings(BaseModel):
             raise SettingsError("--metrics-port must be a TCP port")
         if self.metrics_linger is not None and self.metrics_linger < 0:
             raise SettingsError("--metrics-linger must be at least 0 seconds")
+        if self.output_json is not None and (problem := output_file_problem(self.output_json)):
+            raise SettingsError(f"--output-json {self.output_json}: {problem}")
         check_delivery_timeout(self.client_config())
         return self
 

@@ -75,6 +75,55 @@ def linger_for_final_scrape(seconds: float, host: str, port: int) -> None:
         pass
 
 
+def yaml_error_line(exc: yaml.YAMLError) -> str:
+    """A YAML error as one line that keeps its place: 'line 4, column 7: expected ... (while parsing ... at line 3, column 12)'."""
+    def at(mark) -> str:
+        return f"line {mark.line + 1}, column {mark.column + 1}"
+
+    problem_mark, context_mark = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]
+    line = f"{at(problem_mark)}: {problem}" if problem_mark else problem
+    context = getattr(exc, "context", None)
+    if context:
+        line += f" ({context}" + (f" at {at(context_mark)}" if context_mark else "") + ")"
+    return line
+
+
+# --------------------------------------------------------------------------- files the user names
+
+STDOUT = Path("-")  # `--output-json -`: the summary goes to stdout (and the human-readable lines to stderr)
+
+
+def output_file_problem(path: Path) -> str | None:
+    """Why a file cannot be written at `path` (checked before a run, so a long run never ends unwritten), or None."""
+    if path == STDOUT:
+        return None
+    if path.is_dir():
+        return "is a folder"
+    if not path.parent.is_dir():
+        return f"its folder {path.parent} does not exist"
+    writable = os.access(path, os.W_OK) if path.exists() else os.access(path.parent, os.W_OK | os.X_OK)
+    return None if writable else "is not writable"
+
+
+def output_dir_problem(path: Path) -> str | None:
+    """Why a folder cannot be created or written at `path`, or None."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a folder"
+    return None if os.access(existing, os.W_OK | os.X_OK) else f"{existing} is not writable"
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write a machine-readable summary to `path`, or to stdout for '-'."""
+    if path == STDOUT:
+        print(text, flush=True)
+    else:
+        path.write_text(text + "\n")
+
+
 # --------------------------------------------------------------------------- client config
 
 

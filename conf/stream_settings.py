@@ -8,7 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from conf.settings import DEFAULT_BOOTSTRAP, SettingsError, metrics_linger_seconds, parse_kv_pairs
+from conf.settings import (DEFAULT_BOOTSTRAP, SettingsError, metrics_linger_seconds, output_file_problem,
+                           parse_kv_pairs)
 
 Sink = Literal["kafka-eos", "kafka-alo", "delta"]
 TxnScope = Literal["partition", "batch"]
@@ -73,6 +74,8 @@ class StreamSettings(BaseModel):
                 raise SettingsError(f"--source-options {name}: set by the job ({_JOB_SOURCE_OPTIONS[name.lower()]})")
         if self.offsets_retention_minutes is not None and self.offsets_retention_minutes < 1:
             raise SettingsError("--offsets-retention-minutes must be at least 1")
+        if self.output_json is not None and (problem := output_file_problem(self.output_json)):
+            raise SettingsError(f"--output-json {self.output_json}: {problem}")
         return self
 
     @property

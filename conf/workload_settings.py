@@ -9,7 +9,11 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from conf.settings import SettingsError
+from conf.settings import CONF_DIR, SettingsError, yaml_error_line
+
+# The workloads that ship with the package, found beside this module wherever it is installed.
+WORKLOADS_DIR = CONF_DIR / "workloads"
+DEFAULT_WORKLOAD = "default"
 
 Sink = Literal["plain-base", "plain-tx", "kafka-alo", "kafka-eos", "delta"]
 SPARK_SINKS: tuple[str, ...] = ("kafka-alo", "kafka-eos", "delta")
@@ -80,14 +84,29 @@ class Workload(BaseModel):
                 for b, s, r, n, k in product(g.brokers, g.record_size, g.abort_ratio, g.records_per_transaction, g.sink)]
 
 
+def packaged_workloads() -> list[str]:
+    """The names of the workloads that ship with the package."""
+    return sorted(path.stem for path in WORKLOADS_DIR.glob("*.yaml"))
+
+
+def workload_path(name_or_path: str | Path) -> Path:
+    """A workload file: a path as given, or a bare name ('smoke', 'smoke.yaml') of a packaged workload."""
+    path = Path(name_or_path)
+    if path.exists() or len(path.parts) > 1:
+        return path
+    packaged = WORKLOADS_DIR / (path.name if path.suffix else f"{path.name}.yaml")
+    return packaged if packaged.exists() else path
+
+
 def load_workload(path: Path) -> Workload:
     """Read and check a workload file (SettingsError with one line on any problem)."""
     try:
         data = yaml.safe_load(Path(path).read_text())
     except OSError as exc:
-        raise SettingsError(f"cannot read workload {path}: {exc.strerror}") from exc
+        raise SettingsError(f"cannot read workload {path}: {exc.strerror}"
+                            f" (packaged workloads: {', '.join(packaged_workloads())})") from exc
     except yaml.YAMLError as exc:
-        raise SettingsError(f"workload {path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+        raise SettingsError(f"workload {path} is not valid YAML: {yaml_error_line(exc)}") from exc
     if not isinstance(data, dict):
         raise SettingsError(f"workload {path} must be a mapping")
     try:

@@ -28,9 +28,42 @@ HANDLERS = {"broker": local.cmd_broker, "topics": local.cmd_topics, "setup": loc
             "cluster": local.cmd_cluster, "soak": soak.cmd_soak, "report": bench.cmd_report}
 
 
+def version_line() -> str:
+    """`eosbench --version`: eosbench's own version and the versions it runs against."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from conf.settings import load_jar_bundles
+
+    def installed(package: str) -> str:
+        try:
+            return version(package)
+        except PackageNotFoundError:
+            return "not installed"
+
+    kafka = next(a.rsplit(":", 1)[1] for a in load_jar_bundles()["kafka"].artifacts if ":kafka_2.13:" in a)
+    import confluent_kafka
+
+    return (f"eosbench {installed('eosbench')} (Kafka {kafka}, PySpark {installed('pyspark')},"
+            f" confluent-kafka {installed('confluent-kafka')} on librdkafka {confluent_kafka.libversion()[0]},"
+            f" delta-spark {installed('delta-spark')})")
+
+
+class VersionAction(argparse.Action):
+    """`--version`: print one unwrapped line and exit, looking the versions up only when asked."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print eosbench's version and the Kafka, Spark and client versions it runs against")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the full `eosbench` argument parser."""
     parser = OneLineArgumentParser(prog="eosbench", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action=VersionAction)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                      parser_class=OneLineArgumentParser)
     for add_parser in PARSERS:

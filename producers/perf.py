@@ -39,8 +39,9 @@ from typing import TextIO
 import numpy as np
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from conf.produce_settings import ProduceSettings
 from conf.client_log import CLIENT_LOG
+from conf.failures import RunFailed, SettingsError, bind_failure, kafka_failure, kafka_reason
+from conf.produce_settings import ProduceSettings
 from producers.metrics import ProducerMetrics
 from producers.perf_stats import LatencySummary, PerfStats, now_ms
 from producers.splittable_random import SplittableRandom
@@ -63,8 +64,13 @@ TRANSACTION_CALL_TIMEOUT_S = 60.0
 _PURGED = {KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
 
 
-class ProduceFailed(RuntimeError):
-    """The run cannot go on: fenced, a fatal client error, or a transaction that cannot end."""
+class ProduceFailed(RunFailed):
+    """The run cannot go on: fenced by a newer producer, or a fatal client error.
+
+    What the input or the environment did wrong is raised as their kinds (conf/failures.py):
+    a property librdkafka rejects as SettingsError, a taken metrics port or a broker that
+    does not answer as EnvironmentFailure.
+    """
 
 
 # ----------------------------------------------------------------------------- payloads
@@ -296,7 +302,7 @@ def _read_range(consumer: Consumer, topic: str, partition: int, start: int, time
         if message.error():
             if message.error().code() == KafkaError._PARTITION_EOF:
                 break
-            raise ProduceFailed(f"reading {topic}[{partition}] to resume: {message.error().str()}")
+            raise kafka_failure(message.error(), f"reading {topic}[{partition}] to resume: {message.error().str()}")
         headers = dict(message.headers() or [])
         if RUN_ID_HEADER in headers and message.key() is not None:
             records.append((message.timestamp()[1], int(message.key()), headers[RUN_ID_HEADER].decode()))
@@ -331,6 +337,7 @@ class ProducerPerformance:
         self.client_config.setdefault("statistics.interval.ms", str(STATISTICS_INTERVAL_MS))
         self._client_stats_json = "{}"
         self._client_stats_reports = 0
+        self._producer: Producer | None = None
 
     # .................................................................. client
 
@@ -338,7 +345,7 @@ class ProducerPerformance:
         try:
             return self.producer_factory(self.client_config, logger=CLIENT_LOG, stats_cb=self._keep_client_stats)
         except KafkaException as exc:
-            raise ProduceFailed(f"invalid producer configuration: {exc.args[0].str()}") from exc
+            raise SettingsError(f"invalid producer configuration: {kafka_reason(exc)}") from exc
 
     def _keep_client_stats(self, stats_json: str) -> None:
         self._client_stats_json = stats_json
@@ -404,24 +411,32 @@ class ProducerPerformance:
                     continue
                 if error.retriable() and time.monotonic() < deadline:
                     continue  # e.g. the broker is paused: the same call resumes where it was
-                raise ProduceFailed(f"cannot {'commit' if commit else 'abort'} a transaction: {error.str()}") from exc
+                raise kafka_failure(error, f"cannot {'commit' if commit else 'abort'} a transaction: {error.str()}") from exc
 
     # .................................................................. loop
 
-    def run(self) -> ProduceSummary:
-        """Produce every record, print Java's lines, and return the summary."""
+    def open(self) -> None:
+        """Serve /metrics and create the client, so that a taken port or a rejected property fails before any broker is asked."""
         s = self.settings
+        if self._producer is not None:
+            return
         if self.metrics and s.metrics_port:
             try:
                 self.metrics.serve(s.metrics_port, s.metrics_host)
             except OSError as exc:
-                raise ProduceFailed(f"cannot serve metrics on {s.metrics_host}:{s.metrics_port}: {exc.strerror}") from exc
-        producer = self._new_producer()
+                raise bind_failure(exc, s.metrics_host, s.metrics_port) from exc
+        self._producer = self._new_producer()
+
+    def run(self) -> ProduceSummary:
+        """Produce every record, print Java's lines, and return the summary."""
+        s = self.settings
+        self.open()
+        producer = self._producer
         if self.transactional:
             try:
                 producer.init_transactions(TRANSACTION_CALL_TIMEOUT_S)
             except KafkaException as exc:
-                raise ProduceFailed(f"init_transactions failed at {s.bootstrap}: {exc.args[0].str()}") from exc
+                raise kafka_failure(exc, f"init_transactions failed at {s.bootstrap}: {kafka_reason(exc)}") from exc
 
         self._wait_until_ready(producer)
         first_seq = 0

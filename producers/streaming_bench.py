@@ -20,6 +20,7 @@ import numpy as np
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from conf.client_log import CLIENT_LOG
+from conf.failures import kafka_failure, kafka_reason
 from producers.write_bench import latency_percentiles_ms
 
 Mode = Literal["base", "tx"]
@@ -75,12 +76,14 @@ class StreamingBench:
         self._buffer: list = []
         self._partitions_at_end: set[int] = set()
         self._failures = 0
+        self.first_error = None  # the first failed record's KafkaError, which says whose fault it was
         if mode == "tx":
             self.producer.init_transactions(60)
 
     def _on_delivery(self, error, _message) -> None:
         if error is not None:
             self._failures += 1
+            self.first_error = self.first_error or error
 
     def _next_unit(self) -> list:
         """Take the next unit's records, polling as needed; fewer at the end of the input."""
@@ -96,7 +99,7 @@ class StreamingBench:
                 elif error.code() == KafkaError._PARTITION_EOF:
                     self._partitions_at_end.add(message.partition())
                 else:
-                    raise RuntimeError(f"consuming {self.input_topic}: {error.str()}")
+                    raise kafka_failure(error, f"consuming {self.input_topic}: {error.str()}")
         unit, self._buffer = self._buffer[: self.per_unit], self._buffer[self.per_unit:]
         return unit
 
@@ -129,7 +132,8 @@ class StreamingBench:
             self.consumer.commit(offsets=offsets, asynchronous=False)
         elapsed = (time.perf_counter_ns() - started) / 1e9
         if self._failures:
-            raise RuntimeError(f"{self._failures} record(s) failed in {self.mode} mode")
+            raise kafka_failure(self.first_error, f"{self._failures} record(s) failed in {self.mode} mode:"
+                                                  f" {kafka_reason(self.first_error)}")
         return elapsed
 
     def warm(self, units: int) -> None:

@@ -17,6 +17,7 @@ import numpy as np
 from confluent_kafka import Producer
 
 from conf.client_log import CLIENT_LOG
+from conf.failures import kafka_failure, kafka_reason
 
 Mode = Literal["base", "tx"]
 
@@ -55,12 +56,14 @@ class WriteBench:
         self.mode = mode
         self.topics = topics
         self.failures = 0
+        self.first_error = None  # the first failed record's KafkaError, which says whose fault it was
         if mode == "tx":
             self.producer.init_transactions(60)
 
     def _on_delivery(self, error, _message) -> None:
         if error is not None:
             self.failures += 1
+            self.first_error = self.first_error or error
 
     def iteration(self, seq: int) -> float:
         """Run one iteration and return its latency in seconds."""
@@ -76,7 +79,8 @@ class WriteBench:
             self.producer.flush(60)
         elapsed = (time.perf_counter_ns() - started) / 1e9
         if self.failures:
-            raise RuntimeError(f"{self.failures} record(s) failed in {self.mode} mode")
+            raise kafka_failure(self.first_error, f"{self.failures} record(s) failed in {self.mode} mode:"
+                                                  f" {kafka_reason(self.first_error)}")
         return elapsed
 
 

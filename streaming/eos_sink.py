@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from conf.client_log import CLIENT_LOG
+from conf.failures import RunFailed
 from conf.stream_settings import StreamSettings
 from streaming.checkpoint import batch_end_offsets, batch_start_offsets, pending_batch
 from streaming.interruption import stop_kept_short
@@ -78,7 +79,7 @@ _OFFSET_READERS: dict[tuple, object] = {}
 KEEP_COMMITTED = None
 
 
-class ExactlyOnceViolation(RuntimeError):
+class ExactlyOnceViolation(RunFailed):
     """An invariant of the protocol broke; the job stops rather than write twice or lose."""
 
 

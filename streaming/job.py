@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # `spark-submit streaming/job.py`: make the repos
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 try:
-    from conf.settings import DEFAULT_BOOTSTRAP, SettingsError, linger_for_final_scrape  # noqa: E402
+    from conf.settings import DEFAULT_BOOTSTRAP, STDOUT, SettingsError, linger_for_final_scrape  # noqa: E402
     from conf.stream_settings import StreamSettings  # noqa: E402
     from streaming.stats import BatchStats, histogram_percentile  # noqa: E402
 except ImportError as missing:  # spark-submit ran the driver on a Python without eosbench's packages
@@ -38,21 +38,29 @@ except ImportError as missing:  # spark-submit ran the driver on a Python withou
 
 def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     """The stream flags, shared by `spark-submit streaming/job.py` and `eosbench stream`."""
-    parser.add_argument("--input-topic", required=True)
-    parser.add_argument("--output-topic", required=True)
-    parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT")
-    parser.add_argument("--app-id", default="eosbench", help="consumer group and transactional-id prefix")
-    parser.add_argument("--sink", choices=("kafka-eos", "kafka-alo", "delta"), default="kafka-eos")
-    parser.add_argument("--txn-scope", choices=("partition", "batch"), default="partition")
-    parser.add_argument("--pre-register-partitions", action="store_true")
-    parser.add_argument("--process", choices=("passthrough", "checksum", "enrich"), default="passthrough")
+    parser.add_argument("--input-topic", required=True, help="read this topic read_committed")
+    parser.add_argument("--output-topic", required=True, help="write the processed records here")
+    parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
+                        help="Kafka bootstrap servers (default: %(default)s)")
+    parser.add_argument("--app-id", default="eosbench",
+                        help="the sink's consumer group and transactional-id prefix (default: %(default)s)")
+    parser.add_argument("--sink", choices=("kafka-eos", "kafka-alo", "delta"), default="kafka-eos",
+                        help="kafka-eos: the transactional sink; kafka-alo: Spark's own at-least-once Kafka sink;"
+                             " delta: the idempotent Delta sink (default: %(default)s)")
+    parser.add_argument("--txn-scope", choices=("partition", "batch"), default="partition",
+                        help="one transaction per input partition and batch, or one per batch (default: %(default)s)")
+    parser.add_argument("--pre-register-partitions", action="store_true",
+                        help="register every output partition and the group's offsets right after begin (KIP-609's"
+                             " idea, on kafka-python)")
+    parser.add_argument("--process", choices=("passthrough", "checksum", "enrich"), default="passthrough",
+                        help="what each record goes through on its way (default: %(default)s)")
     parser.add_argument("--trigger", default="available-now", help="available-now, or an interval such as '1 second'")
     parser.add_argument("--checkpoint", type=Path, help="checkpoint folder (default: checkpoints/<app-id>)")
     parser.add_argument("--starting-offsets", choices=("earliest", "latest", "group"), default="earliest",
                         help="group: resume from the sink's committed group offsets (a lost checkpoint)")
-    parser.add_argument("--max-offsets-per-trigger", type=int)
+    parser.add_argument("--max-offsets-per-trigger", type=int, help="cap each micro-batch (default: no cap)")
     parser.add_argument("--dead-letter-topic", help="where poison records go (default: <output-topic>.dlq)")
-    parser.add_argument("--delta-path", type=Path, help="table folder for --sink delta")
+    parser.add_argument("--delta-path", type=Path, help="table folder for --sink delta (default: none)")
     parser.add_argument("--producer-props", nargs="+", default=[], metavar="K=V", help="sink producer properties")
     parser.add_argument("--source-options", nargs="+", default=[], metavar="K=V",
                         help="Spark Kafka source options, such as kafka.fetch.max.bytes=1048576 or minPartitions=8"
@@ -63,13 +71,14 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
                              " configs (default: ask the brokers, else Kafka's 10080); the sink re-commits idle"
                              " partitions' group offsets every third of it")
     parser.add_argument("--max-retries", type=int, default=5, help="transaction retries inside a task")
-    parser.add_argument("--metrics-port", type=int, help="serve the driver's Prometheus /metrics on this port")
+    parser.add_argument("--metrics-port", type=int, help="serve the driver's Prometheus /metrics on this port (default: none)")
     parser.add_argument("--metrics-host", default="127.0.0.1", help="address /metrics binds to (default: 127.0.0.1)")
     parser.add_argument("--metrics-linger", type=float, metavar="SECONDS",
                         help="keep /metrics up this long after the run, so its final values are scraped"
                              " (default with --metrics-port: two scrape intervals of conf/prometheus/prometheus.yml)")
-    parser.add_argument("--output-json", type=Path)
-    parser.add_argument("--timeout-s", type=float, help="stop an interval-triggered query after this long")
+    parser.add_argument("--output-json", type=Path, metavar="FILE",
+                        help="also write the summary JSON here (it is always stdout's last line; default: none)")
+    parser.add_argument("--timeout-s", type=float, help="stop an interval-triggered query after this many seconds (default: run until stopped)")
 
 
 def settings_from_args(args: argparse.Namespace) -> StreamSettings:
@@ -334,8 +343,8 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
         raise sink.refusal
     if query.exception() is not None:
         raise RuntimeError(f"the streaming query failed: {str(query.exception()).splitlines()[0]}")
-    if settings.output_json:
-        settings.output_json.write_text(summary.to_json())
+    if settings.output_json and settings.output_json != STDOUT:  # stdout gets it anyway, last
+        settings.output_json.write_text(summary.to_json() + "\n")
     return summary
 
 

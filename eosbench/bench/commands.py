@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from conf.settings import DEFAULT_BOOTSTRAP
-from eosbench.console.arguments import bootstrap_flag, non_negative_int, positive_float, positive_int
+from conf.workload_settings import DEFAULT_WORKLOAD, packaged_workloads, workload_path
+from eosbench.console.arguments import bootstrap_flag, non_negative_int, positive_float, positive_int, renamed_flag
 from eosbench.console.errors import BadInput, interrupt_on_stop_signals
 
 SPARK_BENCH_SINKS = ("kafka-eos", "kafka-alo", "delta", "kafka-eos+prereg")
@@ -23,16 +24,19 @@ def add_bench_parser(commands) -> None:
                         help="base: send and wait; tx: the same in a transaction (default: both, interleaved)")
     writes.add_argument("--warmup", type=positive_int, default=1000, help="warmup iterations per mode")
     writes.add_argument("--iterations", type=positive_int, default=1000, help="measured iterations per mode")
-    writes.add_argument("--output-dir", type=Path, default=Path("results"), help="where the PNG and JSON go")
+    writes.add_argument("--results-dir", type=Path, default=Path("results"), help="where the PNG and JSON go")
+    renamed_flag(writes, "--output-dir", "--results-dir")
 
     produce = benches.add_parser("produce", parents=[bootstrap],
                                  help="eosbench produce beside Java ProducerPerformance, plus an abort sweep")
-    produce.add_argument("--num-records", type=positive_int, default=1_000_000)
-    produce.add_argument("--record-size", type=positive_int, default=100)
-    produce.add_argument("--transaction-duration-ms", type=positive_int, default=100)
+    produce.add_argument("--num-records", type=positive_int, default=1_000_000, help="records per run of each tool")
+    produce.add_argument("--record-size", type=positive_int, default=100, help="record size in bytes")
+    produce.add_argument("--transaction-duration-ms", type=positive_int, default=100,
+                         help="transaction length of the transactional runs")
     produce.add_argument("--repeat", type=positive_int, default=3,
                          help="rounds of the whole matrix; medians are reported (default: 3)")
-    produce.add_argument("--output-dir", type=Path, default=Path("results"))
+    produce.add_argument("--results-dir", type=Path, default=Path("results"), help="where the PNG and JSON go")
+    renamed_flag(produce, "--output-dir", "--results-dir")
     produce.add_argument("--throttled-rates", type=positive_float, nargs="*", default=[500, 5000],
                          metavar="RECORDS/S", help="rates of the throttled latency pair, each tool at each"
                          " (default: 500 5000; none skips the pair)")
@@ -41,26 +45,30 @@ def add_bench_parser(commands) -> None:
 
     spark = benches.add_parser("spark", parents=[bootstrap],
                                help="the streaming job's sinks side by side on one pre-filled input")
-    spark.add_argument("--records", type=positive_int, default=2_000_000)
-    spark.add_argument("--partitions", type=positive_int, default=4)
-    spark.add_argument("--max-offsets-per-trigger", type=positive_int, default=500_000)
+    spark.add_argument("--records", type=positive_int, default=2_000_000, help="records in the pre-filled input")
+    spark.add_argument("--partitions", type=positive_int, default=4, help="partitions of the input and outputs")
+    spark.add_argument("--max-offsets-per-trigger", type=positive_int, default=500_000,
+                       help="cap of each micro-batch in the drain runs")
     spark.add_argument("--rounds", type=positive_int, default=2, help="rounds, sink order rotated (default: 2)")
     spark.add_argument("--trigger-seconds", type=non_negative_int, default=30,
                        help="seconds of kafka-alo and kafka-eos at a 1 s trigger per round; 0 skips them")
     spark.add_argument("--latency-seconds", type=non_negative_int, default=30, help="0 skips the latency run")
-    spark.add_argument("--sink", nargs="+", dest="sinks", default=list(SPARK_BENCH_SINKS), choices=SPARK_BENCH_SINKS)
-    spark.add_argument("--output-dir", type=Path, default=Path("results"),
+    spark.add_argument("--sink", nargs="+", dest="sinks", default=list(SPARK_BENCH_SINKS), choices=SPARK_BENCH_SINKS,
+                       help="the sinks to run side by side")
+    spark.add_argument("--results-dir", type=Path, default=Path("results"),
                        help="where the JSON goes; the rows go to the Delta table <DIR>/bench_runs")
+    renamed_flag(spark, "--output-dir", "--results-dir")
 
     streaming = benches.add_parser(
         "streaming", parents=[bootstrap],
         help="EOSPerformance: poll-process-produce with the plain client, base (commitSync) and tx side by side")
-    streaming.add_argument("--mode", choices=("base", "tx", "both"), default="both")
+    streaming.add_argument("--mode", choices=("base", "tx", "both"), default="both",
+                           help="base: commitSync; tx: one transaction per unit; both: side by side")
     streaming.add_argument("--input-topic", help="read this topic (default: a new one, filled first)")
     streaming.add_argument("--output-topic", help="write here (default: <input>-<mode>, created)")
-    streaming.add_argument("--consumer-config", type=Path, metavar="FILE", help="consumer .properties file")
+    streaming.add_argument("--consumer-config", type=Path, metavar="FILE", help="consumer .properties file (default: none)")
     streaming.add_argument("--producer-config", type=Path, metavar="FILE",
-                           help="producer .properties file (librdkafka names, e.g. retry.backoff.ms)")
+                           help="producer .properties file (librdkafka names, e.g. retry.backoff.ms; default: none)")
     streaming.add_argument("--group-id", help="consumer group (default: a new one per mode)")
     streaming.add_argument("--poll-timeout", type=positive_int, default=100, metavar="MS",
                            help="consumer poll timeout in ms (default: 100)")
@@ -70,18 +78,20 @@ def add_bench_parser(commands) -> None:
                            help="records per unit (one transaction in tx mode; default: 1, the seed's)")
     streaming.add_argument("--warmup", type=int, default=100, help="units before measuring (default: 100)")
     streaming.add_argument("--iterations", type=positive_int, default=1000, help="measured units per mode")
-    streaming.add_argument("--record-size", type=positive_int, default=100)
-    streaming.add_argument("--partitions", type=positive_int, default=1)
+    streaming.add_argument("--record-size", type=positive_int, default=100, help="record size in bytes")
+    streaming.add_argument("--partitions", type=positive_int, default=1, help="partitions of the new input topic")
     streaming.add_argument("--results-dir", type=Path, default=Path("results"),
                            help="JSON, PNG, and the Delta results table (default: results)")
 
     sweep = benches.add_parser("sweep", help="a grid from a workload file, every sink side by side; rows to Delta")
-    sweep.add_argument("--workload", type=Path, default=Path("conf/workloads/default.yaml"),
-                       help="YAML under conf/workloads/ (default: %(default)s)")
+    sweep.add_argument("--workload", type=workload_path, default=DEFAULT_WORKLOAD, metavar="NAME|FILE",
+                       help=f"a workload file, or the name of one that ships with eosbench"
+                            f" ({', '.join(packaged_workloads())}; default: %(default)s)")
     sweep.add_argument("--bootstrap-server", dest="bootstrap", metavar="HOST:PORT",
-                       help="use this cluster instead of starting one per broker count")
+                       help="use this cluster instead of starting one per broker count (default: start them)")
     sweep.add_argument("--port", type=int, default=9500, help="client port of the sweep's own clusters")
-    sweep.add_argument("--results-dir", type=Path, default=Path("results"))
+    sweep.add_argument("--results-dir", type=Path, default=Path("results"),
+                       help="the Delta results table goes to <DIR>/bench_runs")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -91,7 +101,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from eosbench.bench import writes
 
         modes = ["base", "tx"] if args.mode == "both" else [args.mode]
-        writes.run(bootstrap, modes, args.warmup, args.iterations, args.output_dir)
+        writes.run(bootstrap, modes, args.warmup, args.iterations, args.results_dir)
     elif args.bench_command == "streaming":
         from eosbench.bench import streaming
 
@@ -106,21 +116,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from eosbench.bench import spark
 
         spark.run(bootstrap, args.records, args.partitions, args.max_offsets_per_trigger, args.rounds,
-                  args.latency_seconds, args.sinks, args.output_dir, args.trigger_seconds)
+                  args.latency_seconds, args.sinks, args.results_dir, args.trigger_seconds)
     else:
         from eosbench.bench import produce
 
         if args.latency_only and not args.throttled_rates:
             raise BadInput("--latency-only needs at least one --throttled-rates rate")
         produce.run(bootstrap, args.num_records, args.record_size, args.transaction_duration_ms,
-                    args.repeat, args.output_dir, tuple(args.throttled_rates), args.latency_only)
+                    args.repeat, args.results_dir, tuple(args.throttled_rates), args.latency_only)
     return 0
 
 
 def add_report_parser(commands) -> None:
     """`eosbench report`."""
     report = commands.add_parser("report", help="plots and a Markdown summary from the Delta results table")
-    report.add_argument("--results-dir", type=Path, default=Path("results"))
+    report.add_argument("--results-dir", type=Path, default=Path("results"),
+                        help="the folder `bench sweep` wrote its results table to; plots go to <DIR>/plots")
     report.add_argument("--run-id", help="the sweep to report (default: the newest)")
 
 

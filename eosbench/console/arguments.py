@@ -3,14 +3,36 @@
 from __future__ import annotations
 
 import argparse
+import copy
 from pathlib import Path
 
 from conf.settings import DEFAULT_BOOTSTRAP, eosbench_home
 from eosbench.console.errors import EXIT_BAD_INPUT
 
 
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Help that shows each flag's default, unless the flag's own help line already says what it is."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("default" in text.lower() or not action.option_strings or action.nargs == 0 or action.required
+                or action.default in (None, argparse.SUPPRESS, [], ())):
+            return text
+        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        if isinstance(action.default, (list, tuple)):  # '500 5000', as it is typed, not "[500, 5000]"
+            action = copy.copy(action)
+            action.default = " ".join(str(value) for value in action.default)
+        return super()._expand_help(action)
+
+
 class OneLineArgumentParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line on stderr and exit status 2."""
+    """An ArgumentParser whose errors are one line on stderr and exit status 2, and whose help shows defaults."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # noqa: D102 - argparse's contract
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
@@ -73,3 +95,10 @@ def state_dir_flag() -> argparse.ArgumentParser:
     parent.add_argument("--state-dir", metavar="DIR", type=Path, default=eosbench_home() / "cluster",
                         help="where the local cluster keeps data, logs and pid files (default: %(default)s)")
     return parent
+
+
+def renamed_flag(parser: argparse.ArgumentParser, old: str, new: str) -> None:
+    """Keep a flag's old spelling working for a release, hidden from help, as an alias of its new one."""
+    action = next(a for a in parser._actions if new in a.option_strings)
+    parser.add_argument(old, dest=action.dest, type=action.type, choices=action.choices, nargs=action.nargs,
+                        metavar=action.metavar, default=argparse.SUPPRESS, help=argparse.SUPPRESS)

@@ -1,21 +1,25 @@
 """The failures the command line turns into one-line messages and exit codes, and the mapping that does it.
 
 Exit codes: 0 success, 1 a check ran and failed, 2 bad input, 3 the environment lacks
-something (Java, Maven, jars, a free port, a reachable broker), 130 interrupted.
+something (Java, Maven, jars, a free port, a reachable broker), 130 interrupted. A failure
+nobody foresaw also ends with 3, in one line (EOSBENCH_DEBUG=1 shows its traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import threading
 from collections.abc import Callable
 
+import yaml
 from pydantic import ValidationError
 
-from conf.settings import SettingsError
+from conf.failures import EnvironmentFailure, RunFailed, kafka_failure, kafka_reason
+from conf.settings import SettingsError, yaml_error_line
 
 EXIT_CHECK_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -23,29 +27,28 @@ EXIT_ENVIRONMENT = 3
 EXIT_INTERRUPTED = 130
 
 
-class EosbenchError(Exception):
-    """A failure with a one-line message meant for the user, and the exit code it ends with."""
-
-    exit_code = EXIT_BAD_INPUT
-
-
-class BadInput(EosbenchError):
+class BadInput(SettingsError):
     """The user asked for something that cannot be done as given."""
 
-    exit_code = EXIT_BAD_INPUT
 
-
-class EnvironmentProblem(EosbenchError):
+class EnvironmentProblem(EnvironmentFailure):
     """The machine lacks something eosbench needs: Java, Maven, jars, a free port, a broker."""
 
-    exit_code = EXIT_ENVIRONMENT
 
-
-class CheckFailed(EosbenchError):
+class CheckFailed(RunFailed):
     """A check ran to the end and found a violation."""
 
-    exit_code = EXIT_CHECK_FAILED
 
+# The three kinds every failure meant for the user belongs to (conf/failures.py, so that the
+# engines can raise them too), and their exit codes. pydantic's ValidationError is a settings
+# object refusing a flag's value.
+EXIT_CODES: dict[type[Exception], int] = {
+    SettingsError: EXIT_BAD_INPUT,
+    ValidationError: EXIT_BAD_INPUT,
+    EnvironmentFailure: EXIT_ENVIRONMENT,
+    RunFailed: EXIT_CHECK_FAILED,
+}
+OWN_FAILURES = tuple(EXIT_CODES)  # anything else shows its traceback under EOSBENCH_DEBUG=1
 
 STOP_REQUESTED = threading.Event()  # set once SIGTERM or Ctrl-C has asked a long command to stop
 
@@ -77,20 +80,53 @@ def run_handler(handler: Callable[[argparse.Namespace], int], args: argparse.Nam
 
 def _report_failure(exc: Exception) -> int:
     """Print one line for a command that failed and return its exit status."""
-    if isinstance(exc, EosbenchError):
-        print(f"eosbench: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    if isinstance(exc, SettingsError):
-        print(f"eosbench: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if isinstance(exc, ValidationError):
-        print(f"eosbench: error: {_first_validation_error(exc)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if os.environ.get("EOSBENCH_DEBUG"):  # a bug or an unforeseen failure: still one line, unless debugging
+    exit_code, message = classify_failure(exc)
+    if os.environ.get("EOSBENCH_DEBUG") and not isinstance(exc, OWN_FAILURES):  # a library's or nobody's
         raise exc
-    print(f"eosbench: error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-          " (set EOSBENCH_DEBUG=1 for the traceback)", file=sys.stderr)
-    return EXIT_ENVIRONMENT
+    print(f"eosbench: error: {message}", file=sys.stderr)
+    return EXIT_ENVIRONMENT if exit_code is None else exit_code
+
+
+def classify_failure(exc: Exception) -> tuple[int | None, str]:
+    """The exit code and one-line message for a failure; None for one nobody foresaw (a bug, most likely).
+
+    Ours say their kind by class (EXIT_CODES); the libraries' are sorted here, once for every
+    command: a Kafka client's error by its code, Spark's by its kind, an OSError as the
+    environment, a YAML error with its place.
+    """
+    if isinstance(exc, ValidationError):
+        return EXIT_BAD_INPUT, _first_validation_error(exc)
+    for kind, exit_code in EXIT_CODES.items():
+        if isinstance(exc, kind):
+            return exit_code, _first_line(exc)
+    if isinstance(exc, yaml.YAMLError):
+        return EXIT_BAD_INPUT, yaml_error_line(exc)
+    from confluent_kafka import KafkaError, KafkaException
+
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return classify_failure(kafka_failure(exc, f"Kafka: {kafka_reason(exc)}"))
+    module = type(exc).__module__
+    if module.startswith(("py4j", "pyspark")):
+        # Spark rejects an argument it was handed (a setting, an option) as IllegalArgumentException.
+        kind = EXIT_BAD_INPUT if type(exc).__name__ == "IllegalArgumentException" else EXIT_ENVIRONMENT
+        return kind, f"Spark: {_java_error_line(str(exc))}"
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return EXIT_ENVIRONMENT, f"{exc.strerror or _first_line(exc)}{where}"
+    return None, (f"{type(exc).__name__}: {_first_line(exc)} (set EOSBENCH_DEBUG=1 for the traceback)")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _java_error_line(text: str) -> str:
+    """The line of a py4j error that names the Java exception, rather than 'An error occurred while calling o42.start.'."""
+    for line in text.splitlines():
+        if re.match(r"^(: )?[\w.$]+(Exception|Error)\b", line.strip()):
+            return line.strip().removeprefix(": ")
+    return text.strip().splitlines()[0] if text.strip() else "unknown error"
 
 
 def _first_validation_error(exc: ValidationError) -> str:

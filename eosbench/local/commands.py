@@ -10,7 +10,7 @@ from pathlib import Path
 
 from conf.settings import DEFAULT_BOOTSTRAP, DEFAULT_CLIENT_PORT, ClusterSettings, eosbench_home
 from eosbench.console.arguments import bootstrap_flag, positive_int, state_dir_flag
-from eosbench.console.errors import EXIT_CHECK_FAILED, BadInput, EosbenchError
+from eosbench.console.errors import EXIT_CHECK_FAILED, BadInput, EnvironmentProblem
 
 
 def add_broker_parser(commands) -> None:
@@ -82,7 +82,7 @@ def _print_status(cluster) -> int:
     bootstrap = ",".join(f"127.0.0.1:{node.client_port}" for node in up)
     try:
         metadata = cluster_metadata(bootstrap)
-    except EosbenchError as exc:
+    except EnvironmentProblem as exc:
         print(f"cluster: unreachable ({exc})")
         return EXIT_CHECK_FAILED
     registered = sorted(metadata.brokers)
@@ -100,8 +100,9 @@ def add_topics_parser(commands) -> None:
     topic_commands = topics.add_subparsers(dest="topics_command", required=True, metavar="ACTION")
     create = topic_commands.add_parser("create", parents=[bootstrap], help="create a topic")
     create.add_argument("name")
-    create.add_argument("--partitions", type=positive_int, default=1)
-    create.add_argument("--replication-factor", type=positive_int, default=1)
+    create.add_argument("--partitions", type=positive_int, default=1, help="partitions of the new topic")
+    create.add_argument("--replication-factor", type=positive_int, default=1,
+                        help="copies of each partition; at most the number of brokers")
     topic_commands.add_parser("describe", parents=[bootstrap], help="show partitions, leaders and ISR").add_argument("name")
     topic_commands.add_parser("delete", parents=[bootstrap], help="delete a topic").add_argument("name")
 

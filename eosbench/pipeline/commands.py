@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from conf.settings import DEFAULT_BOOTSTRAP, linger_for_final_scrape, parse_kv_pairs
-from eosbench.console.arguments import bootstrap_flag, positive_int
-from eosbench.console.errors import EXIT_CHECK_FAILED, BadInput, CheckFailed
+from eosbench.console.arguments import bootstrap_flag, positive_int, renamed_flag
+from eosbench.console.errors import EXIT_CHECK_FAILED, BadInput
 
 
 def add_produce_parser(commands) -> None:
@@ -19,13 +19,14 @@ def add_produce_parser(commands) -> None:
         description="kafka-producer-perf-test, transactional and seeded: same flags, same output lines,"
                     " plus --transaction-abort-ratio (KIP-1260), --seed, --resume and Prometheus metrics.")
     produce.add_argument("--bootstrap-server", metavar="BOOTSTRAP-SERVER",
-                         help="the server(s) to connect to; takes precedence over bootstrap.servers in the properties")
+                         help="the server(s) to connect to; takes precedence over bootstrap.servers in the properties"
+                              f" (default: bootstrap.servers, else {DEFAULT_BOOTSTRAP})")
     produce.add_argument("--topic", required=True, metavar="TOPIC", help="produce records to this topic")
     produce.add_argument("--num-records", required=True, type=int, metavar="NUM-RECORDS", help="number of records to produce")
     payload = produce.add_mutually_exclusive_group(required=True)
-    payload.add_argument("--record-size", type=int, metavar="RECORD-SIZE", help="record size in bytes")
+    payload.add_argument("--record-size", type=int, metavar="RECORD-SIZE", help="record size in bytes (no default: one of --record-size, --payload-file and --payload-monotonic is required)")
     payload.add_argument("--payload-file", type=Path, metavar="PAYLOAD-FILE",
-                         help="file to read the record payloads from (UTF-8 text, split on --payload-delimiter)")
+                         help="file to read the record payloads from (UTF-8 text, split on --payload-delimiter; default: none)")
     payload.add_argument("--payload-monotonic", action="store_true",
                          help="payload is the record's index as a decimal string")
     produce.add_argument("--payload-delimiter", default="\\n", metavar="PAYLOAD-DELIMITER",
@@ -34,15 +35,16 @@ def add_produce_parser(commands) -> None:
                          help="throttle to about THROUGHPUT records/sec; -1 disables throttling")
     props = produce.add_mutually_exclusive_group()
     props.add_argument("--producer-props", nargs="+", metavar="PROP-NAME=PROP-VALUE",
-                       help="producer configuration properties, Java names (translated for librdkafka)")
+                       help="producer configuration properties, Java names (translated for librdkafka; default: none,"
+                            " so acks=all and Kafka's defaults)")
     props.add_argument("--command-property", nargs="+", metavar="PROP-NAME=PROP-VALUE",
-                       help="the same as --producer-props (its newer name)")
+                       help="the same as --producer-props (its newer name; default: none)")
     config = produce.add_mutually_exclusive_group()
     config.add_argument("--producer.config", dest="producer_config", type=Path, metavar="CONFIG-FILE",
-                        help="producer configuration properties file")
-    config.add_argument("--command-config", type=Path, metavar="CONFIG-FILE", help="the same as --producer.config")
+                        help="producer configuration properties file (default: none)")
+    config.add_argument("--command-config", type=Path, metavar="CONFIG-FILE", help="the same as --producer.config (its newer name; default: none)")
     produce.add_argument("--print-metrics", action="store_true", help="print client metrics at the end")
-    produce.add_argument("--transactional-id", metavar="TRANSACTIONAL-ID", help="the transactional id to use")
+    produce.add_argument("--transactional-id", metavar="TRANSACTIONAL-ID", help="the transactional id to use (default: performance-producer-<run id> when transactions are on)")
     produce.add_argument("--transaction-duration-ms", type=int, metavar="TRANSACTION-DURATION",
                          help="commit after this many ms (default 3000 when transactions are on)")
     produce.add_argument("--warmup-records", type=int, default=0, metavar="WARMUP-RECORDS",
@@ -53,26 +55,29 @@ def add_produce_parser(commands) -> None:
     ours.add_argument("--transaction-abort-ratio", type=float, default=0.0, metavar="TRANSACTION-ABORT-RATIO",
                       help="share of transactions to abort, in [0.0, 1.0]; needs transactions (KIP-1260)")
     ours.add_argument("--records-per-transaction", type=int, metavar="N",
-                      help="commit every N records instead of by time (deterministic commit points)")
+                      help="commit every N records instead of by time (deterministic commit points; default: by time)")
     ours.add_argument("--seed", type=int, default=0, help="seed of the SplittableRandom (default 0, as Java)")
     ours.add_argument("--resume", action="store_true",
                       help="continue an interrupted load after its last committed sequence number")
     ours.add_argument("--run-id", help="run id carried in every record's eos.run_id header (default: new)")
-    ours.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus /metrics on this port")
+    ours.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus /metrics on this port (default: none)")
     ours.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                       help="address /metrics binds to (default: 127.0.0.1)")
     ours.add_argument("--metrics-linger", type=float, metavar="SECONDS",
                       help="keep /metrics up this long after the run, so its final values are scraped"
                            " (default with --metrics-port: two scrape intervals of conf/prometheus/prometheus.yml)")
-    ours.add_argument("--output-json", type=Path, metavar="FILE", help="write a machine-readable summary here")
+    ours.add_argument("--output-json", type=Path, metavar="FILE",
+                      help="write a machine-readable summary here; - for stdout, with Java's lines on stderr"
+                           " (default: none)")
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
     """Handle `eosbench produce`."""
     from conf.produce_settings import ProduceSettings
+    from conf.settings import STDOUT, write_output
     from eosbench.console.progress import progress_callback
     from eosbench.local.kafka_admin import describe_topic
-    from producers.perf import ProduceFailed, ProducerPerformance
+    from producers.perf import ProducerPerformance
 
     fields = {name: value for name, value in vars(args).items()
               if name in ProduceSettings.model_fields and value is not None}
@@ -82,14 +87,15 @@ def cmd_produce(args: argparse.Namespace) -> int:
         if name in fields:
             fields[name] = tuple(fields[name])
     settings = ProduceSettings(**fields)
+    # With the summary on stdout, Java's lines go to stderr, so that stdout is the JSON alone.
+    performance = ProducerPerformance(settings, out=sys.stderr if settings.output_json == STDOUT else sys.stdout)
+    performance.open()  # a rejected property or a taken metrics port fails before the broker is asked
     describe_topic(settings.bootstrap, settings.topic)  # one-line errors for no broker / no topic
     with progress_callback(f"producing to {settings.topic}") as progress:
-        try:
-            summary = ProducerPerformance(settings, progress=progress).run()
-        except ProduceFailed as exc:
-            raise CheckFailed(str(exc)) from exc
+        performance.progress = progress
+        summary = performance.run()
     if settings.output_json:
-        settings.output_json.write_text(summary.to_json())
+        write_output(settings.output_json, summary.to_json())
     linger_for_final_scrape(settings.metrics_linger_s, settings.metrics_host, settings.metrics_port)
     return 0
 
@@ -129,9 +135,10 @@ def add_verify_parser(commands) -> None:
     """`eosbench verify`."""
     verify = commands.add_parser("verify", parents=[bootstrap_flag()],
                                  help="prove no duplicate, no loss, no aborted read (JSON report, exit 1 on violation)")
-    verify.add_argument("--input-topic", required=True)
-    verify.add_argument("--output-topic", required=True)
-    verify.add_argument("--app-id", help="also check that this sink group's offsets reached the input's end")
+    verify.add_argument("--input-topic", required=True, help="the pipeline's input: every committed record is expected")
+    verify.add_argument("--output-topic", required=True, help="the pipeline's output, read read_committed")
+    verify.add_argument("--app-id", help="also check that this sink group's offsets reached the input's end"
+                                         " (default: not checked)")
     verify.add_argument("--dead-letter-topic", help="dead-lettered records count as delivered (default: <output>.dlq)")
 
 
@@ -157,11 +164,14 @@ def add_demo_parser(commands) -> None:
     """`eosbench demo`: the quick start."""
     demo = commands.add_parser("demo", parents=[bootstrap_flag()],
                                help="the quick start: transactions in, Spark read_committed out, ids compared")
-    demo.add_argument("--records", type=positive_int, default=20_000)
-    demo.add_argument("--records-per-transaction", type=positive_int, default=1_000)
-    demo.add_argument("--abort-ratio", type=float, default=0.3, help="share of transactions aborted, in [0, 1]")
-    demo.add_argument("--partitions", type=positive_int, default=4)
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--records", type=positive_int, default=20_000, help="records the producer sends")
+    demo.add_argument("--records-per-transaction", type=positive_int, default=1_000,
+                      help="records in each producer transaction")
+    demo.add_argument("--transaction-abort-ratio", type=float, default=0.3,
+                      help="share of producer transactions aborted, in [0.0, 1.0] (KIP-1260)")
+    renamed_flag(demo, "--abort-ratio", "--transaction-abort-ratio")
+    demo.add_argument("--partitions", type=positive_int, default=4, help="partitions of the input and output topics")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the producer's abort decisions")
     demo.add_argument("--monitor", action="store_true",
                       help="start the real Prometheus next to the broker, serve every /metrics, print the URLs")
     demo.add_argument("--hold", action="store_true",
@@ -174,11 +184,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from eosbench.pipeline.demo import DemoOptions, run_demo
 
-    if not 0.0 <= args.abort_ratio <= 1.0:
-        raise BadInput(f"--abort-ratio must lie in [0.0, 1.0], got {args.abort_ratio}")
+    if not 0.0 <= args.transaction_abort_ratio <= 1.0:
+        raise BadInput(f"--transaction-abort-ratio must lie in [0.0, 1.0], got {args.transaction_abort_ratio}")
     options = DemoOptions(bootstrap=args.bootstrap, records=args.records,
                           records_per_transaction=args.records_per_transaction,
-                          abort_ratio=args.abort_ratio, partitions=args.partitions, seed=args.seed,
+                          abort_ratio=args.transaction_abort_ratio, partitions=args.partitions, seed=args.seed,
                           monitor=args.monitor)
     result = run_demo(options, Console())
     if args.monitor and args.hold:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from conf.settings import DEFAULT_CLIENT_PORT, linger_for_final_scrape, metrics_linger_seconds
-from eosbench.console.arguments import duration, positive_int, state_dir_flag
+from eosbench.console.arguments import duration, positive_int, renamed_flag, state_dir_flag
 from eosbench.console.errors import EXIT_CHECK_FAILED, interrupt_on_stop_signals
 from eosbench.soak.faults import FAULT_KINDS
 from eosbench.soak.options import SoakOptions
@@ -28,18 +28,25 @@ def add_soak_parser(commands) -> None:
                       " (default: ~/.cache/eosbench/spark-cluster)")
     soak.add_argument("--seed", type=int, default=0, help="seeds the producer and the fault order")
     soak.add_argument("--throughput", type=float, default=defaults.throughput, help="records/s the producer offers")
-    soak.add_argument("--records-per-transaction", type=positive_int, default=defaults.records_per_transaction)
-    soak.add_argument("--abort-ratio", type=float, default=defaults.abort_ratio, help="producer transactions aborted")
-    soak.add_argument("--partitions", type=positive_int, default=defaults.partitions)
+    soak.add_argument("--records-per-transaction", type=positive_int, default=defaults.records_per_transaction,
+                      help="records in each producer transaction")
+    soak.add_argument("--transaction-abort-ratio", type=float, default=defaults.abort_ratio,
+                      help="share of producer transactions aborted, in [0.0, 1.0] (KIP-1260)")
+    renamed_flag(soak, "--abort-ratio", "--transaction-abort-ratio")
+    soak.add_argument("--partitions", type=positive_int, default=defaults.partitions,
+                      help="partitions of the input and output topics")
     soak.add_argument("--gate-records", type=positive_int, default=defaults.gate_records,
                       help="input offsets the sink must commit between two faults (default: %(default)s)")
     soak.add_argument("--delivery-timeout-ms", type=positive_int, default=defaults.delivery_timeout_ms,
                       help="the producer's delivery.timeout.ms; pause-broker stops a broker 4 s longer")
     soak.add_argument("--metrics-port", type=int, default=defaults.metrics_port,
                       help="producer /metrics; the stream uses +1 and the soak +2 (default: %(default)s)")
-    soak.add_argument("--output-dir", type=Path, help="report folder (default: results/soak/<run id>)")
+    soak.add_argument("--results-dir", type=Path, default=Path("results"),
+                      help="the report, logs and checkpoint go to <DIR>/soak/<run id>")
+    # The old spelling named the run's own folder; kept hidden for a release, with that meaning.
+    soak.add_argument("--output-dir", type=Path, help=argparse.SUPPRESS)
     soak.add_argument("--max-faults", type=positive_int,
-                      help="end after this many faults, or at --duration if that comes first")
+                      help="end after this many faults, or at --duration if that comes first (default: no limit)")
 
 
 def cmd_soak(args: argparse.Namespace) -> int:
@@ -51,8 +58,9 @@ def cmd_soak(args: argparse.Namespace) -> int:
         brokers=args.brokers, port=args.port, state_dir=args.state_dir, master=args.master,
         spark_state_dir=args.spark_state_dir, seed=args.seed,
         throughput=args.throughput, records_per_transaction=args.records_per_transaction,
-        abort_ratio=args.abort_ratio, partitions=args.partitions, gate_records=args.gate_records,
-        delivery_timeout_ms=args.delivery_timeout_ms, metrics_port=args.metrics_port, output_dir=args.output_dir,
+        abort_ratio=args.transaction_abort_ratio, partitions=args.partitions, gate_records=args.gate_records,
+        delivery_timeout_ms=args.delivery_timeout_ms, metrics_port=args.metrics_port,
+        results_dir=args.results_dir, output_dir=args.output_dir,
         max_faults=args.max_faults)
     soak = Soak(options)
     interrupt_on_stop_signals()  # a SIGTERM still stops the children and writes the report

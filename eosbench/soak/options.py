@@ -31,7 +31,8 @@ class SoakOptions:
     max_offsets_per_trigger: int = 20_000
     recovery_timeout_s: float = 240.0
     metrics_port: int = 9400  # producer; stream +1, soak +2 (the ports prometheus.yml scrapes)
-    output_dir: Path | None = None
+    results_dir: Path = Path("results")
+    output_dir: Path | None = None  # the run's own folder; default <results_dir>/soak/<run id>
     max_faults: int | None = None  # end early after this many rounds (--duration still bounds the soak)
 
     def validate(self) -> None:

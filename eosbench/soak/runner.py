@@ -54,7 +54,7 @@ class Soak:
         options.validate()
         self.options, self.out = options, out
         self.run_id = uuid.uuid4().hex[:8]
-        self.output_dir = options.output_dir or Path("results") / "soak" / self.run_id
+        self.output_dir = options.output_dir or options.results_dir / "soak" / self.run_id
         self.cluster = LocalCluster(ClusterSettings(
             brokers=options.brokers, port=options.port,
             **({"state_dir": options.state_dir} if options.state_dir else {})))

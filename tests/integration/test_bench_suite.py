@@ -127,7 +127,7 @@ def test_spark_bench_runs_both_sinks_available_now_and_at_a_1s_trigger(bootstrap
     completed = run_eosbench("bench", "spark", "--bootstrap-server", bootstrap, "--records", "20000",
                              "--partitions", "2", "--max-offsets-per-trigger", "5000", "--rounds", "1",
                              "--sink", "kafka-eos", "kafka-alo", "--latency-seconds", "0", "--trigger-seconds", "6",
-                             "--output-dir", str(tmp_path), timeout=600)
+                             "--results-dir", str(tmp_path), timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "StackOverflowError" not in completed.stderr  # the timed stops end cleanly
     report = json.loads(next(tmp_path.glob("spark-bench-*.json")).read_text())

@@ -98,7 +98,7 @@ def test_broker_unreachable(command):
         (["broker", "start", "--heap-mb", "2048"], "--heap-mb"),
         (["broker", "frobnicate"], "invalid choice: 'frobnicate'"),
         (["topics", "create", "t", "--partitions", "0"], "must be at least 1"),
-        (["demo", "--abort-ratio", "1.5"], "--abort-ratio must lie in [0.0, 1.0]"),
+        (["demo", "--abort-ratio", "1.5"], "--transaction-abort-ratio must lie in [0.0, 1.0]"),
         (["soak", "--duration", "0"], "a duration must be positive"),
         (["soak", "--duration", "ten"], "not a duration: 'ten'"),
         (["soak", "--duration", "1m", "--faults", "kill-driver,unplug"], "--faults: unknown fault 'unplug'"),

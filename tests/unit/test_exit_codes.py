@@ -1,0 +1,177 @@
+"""Exit codes as documented: 2 bad input, 3 the environment lacks something, 1 a check ran and failed.
+
+The first table walks every kind of failure the command line can meet, ours and the libraries',
+through the one mapping (`classify_failure`); the second runs the real command for the cases that
+used to come out wrong, with no broker anywhere.
+"""
+
+from __future__ import annotations
+
+import errno
+import inspect
+import pkgutil
+import socket
+from importlib import import_module
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka import KafkaError, KafkaException
+from pydantic import BaseModel, ValidationError, field_validator
+
+from conf.failures import EnvironmentFailure, RunFailed, bind_failure
+from conf.settings import SettingsError
+from eosbench.console.errors import (EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_CODES, EXIT_ENVIRONMENT, BadInput,
+                                     CheckFailed, EnvironmentProblem, classify_failure)
+from producers.perf import ProduceFailed
+from streaming.eos_sink import ExactlyOnceViolation
+from streaming.sink_group import SinkPreconditionError
+from tests.unit.test_cli_errors import assert_one_line_error, free_port, run_eosbench
+
+
+class _Positive(BaseModel):
+    value: int
+
+    @field_validator("value")
+    @classmethod
+    def _positive(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("must be positive")
+        return value
+
+
+def _validation_error() -> ValidationError:
+    try:
+        _Positive(value=0)
+    except ValidationError as exc:
+        return exc
+    raise AssertionError("unreachable")
+
+
+def _yaml_error() -> yaml.YAMLError:
+    try:
+        yaml.safe_load("sizes: [1, 2\nbrokers: 1\n")
+    except yaml.YAMLError as exc:
+        return exc
+    raise AssertionError("unreachable")
+
+
+def _os_error(code: int) -> OSError:
+    return OSError(code, "refused", None)
+
+
+FAILURES = [
+    # ours, by kind
+    (BadInput("--partitions must be at least 1"), EXIT_BAD_INPUT),
+    (SettingsError("--trigger must be available-now"), EXIT_BAD_INPUT),
+    (SinkPreconditionError("--starting-offsets group: partition 2 holds records but has no group offset"), EXIT_BAD_INPUT),
+    (_validation_error(), EXIT_BAD_INPUT),
+    (EnvironmentProblem("cannot reach Kafka"), EXIT_ENVIRONMENT),
+    (EnvironmentFailure("the broker did not answer"), EXIT_ENVIRONMENT),
+    (CheckFailed("verify failed"), EXIT_CHECK_FAILED),
+    (RunFailed("fenced"), EXIT_CHECK_FAILED),
+    (ProduceFailed("fenced by a newer producer"), EXIT_CHECK_FAILED),
+    (ExactlyOnceViolation("two tasks wrote for one input partition"), EXIT_CHECK_FAILED),
+    # a socket that cannot listen
+    (bind_failure(_os_error(errno.EADDRINUSE), "127.0.0.1", 9400), EXIT_ENVIRONMENT),
+    (bind_failure(socket.gaierror(-2, "Name or service not known"), "no.such.host", 9400), EXIT_BAD_INPUT),
+    (bind_failure(_os_error(errno.EADDRNOTAVAIL), "10.9.9.9", 9400), EXIT_BAD_INPUT),
+    # the Kafka client's errors, by code
+    (KafkaException(KafkaError(KafkaError._INVALID_ARG, "No such configuration property: \"acks.typo\"")), EXIT_BAD_INPUT),
+    (KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)), EXIT_BAD_INPUT),
+    (KafkaException(KafkaError(KafkaError.INVALID_TRANSACTION_TIMEOUT)), EXIT_BAD_INPUT),
+    (KafkaException(KafkaError(KafkaError._TRANSPORT)), EXIT_ENVIRONMENT),
+    (KafkaException(KafkaError(KafkaError._TIMED_OUT)), EXIT_ENVIRONMENT),
+    (KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)), EXIT_ENVIRONMENT),
+    (KafkaException(KafkaError(KafkaError._FENCED)), EXIT_CHECK_FAILED),
+    (KafkaException(KafkaError(KafkaError.PRODUCER_FENCED)), EXIT_CHECK_FAILED),
+    # files, YAML
+    (_yaml_error(), EXIT_BAD_INPUT),
+    (FileNotFoundError(errno.ENOENT, "No such file or directory", "/no/such/file"), EXIT_ENVIRONMENT),
+    (PermissionError(errno.EACCES, "Permission denied", "/root/x"), EXIT_ENVIRONMENT),
+    # nobody's: still one line, exit 3
+    (KeyError("surprise"), None),
+]
+
+
+@pytest.mark.parametrize("failure,exit_code", FAILURES, ids=lambda value: type(value).__name__ if isinstance(value, Exception) else str(value))
+def test_every_failure_maps_to_its_documented_exit_code(failure, exit_code):
+    code, message = classify_failure(failure)
+    assert code == exit_code
+    assert message and "\n" not in message
+
+
+def test_a_yaml_error_keeps_its_line_and_column():
+    assert classify_failure(_yaml_error())[1] == ("line 2, column 8: expected ',' or ']', but got ':'"
+                                                 " (while parsing a flow sequence at line 1, column 8)")
+
+
+def _our_exception_classes():
+    for package in ("conf", "producers", "streaming", "eosbench"):
+        root = import_module(package)
+        for module_info in pkgutil.walk_packages(root.__path__, f"{package}."):
+            module = import_module(module_info.name)
+            for _, cls in inspect.getmembers(module, inspect.isclass):
+                if issubclass(cls, Exception) and cls.__module__ == module.__name__:
+                    yield cls
+
+
+# Raised and caught inside the engines, never reaching the command line as themselves.
+INTERNAL = {"BatchInterrupted", "SinkTaskFailed"}
+
+
+def test_every_failure_class_of_ours_has_a_kind_with_an_exit_code():
+    classes = {cls for cls in _our_exception_classes() if cls.__name__ not in INTERNAL}
+    unmapped = sorted(cls.__qualname__ for cls in classes if not issubclass(cls, tuple(EXIT_CODES)))
+    assert unmapped == []
+    assert {cls.__name__ for cls in classes} >= {"BadInput", "EnvironmentProblem", "CheckFailed", "ProduceFailed",
+                                                "ExactlyOnceViolation", "SinkPreconditionError"}
+
+
+# ------------------------------------------------------------------ the real command, no broker
+
+
+def test_produce_metrics_port_in_use_is_the_environment():
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        completed = run_eosbench("produce", "--topic", "t", "--num-records", "10", "--record-size", "10",
+                                 "--throughput", "-1", "--metrics-port", str(port), "--metrics-linger", "0",
+                                 "--bootstrap-server", f"127.0.0.1:{free_port()}")
+    assert_one_line_error(completed, EXIT_ENVIRONMENT, f"port {port} on 127.0.0.1 is already in use")
+
+
+@pytest.mark.parametrize("extra,fragment", [
+    (["--producer-props", "acks.typo=1"], "invalid producer configuration: No such configuration property: \"acks.typo\""),
+    (["--producer-props", "compression.type=zip"], "invalid producer configuration: Invalid value \"zip\""),
+    (["--metrics-port", str(free_port()), "--metrics-host", "no.such.host.invalid"],
+     "--metrics-host/--metrics-port: cannot listen on no.such.host.invalid"),
+    (["--output-json", "no/such/folder/summary.json"], "--output-json no/such/folder/summary.json: its folder no/such/folder does not exist"),
+])
+def test_produce_bad_input_exits_2_before_asking_a_broker(extra, fragment):
+    completed = run_eosbench("produce", "--topic", "t", "--num-records", "10", "--record-size", "10",
+                             "--throughput", "-1", "--bootstrap-server", f"127.0.0.1:{free_port()}", *extra)
+    assert_one_line_error(completed, EXIT_BAD_INPUT, fragment)
+
+
+def test_stream_output_json_checks_its_path_before_spark_starts(tmp_path: Path):
+    completed = run_eosbench("stream", "--input-topic", "i", "--output-topic", "o", "--output-json", str(tmp_path))
+    assert_one_line_error(completed, EXIT_BAD_INPUT, f"--output-json {tmp_path}: is a folder")
+
+
+def test_a_workload_yaml_error_names_line_and_column(tmp_path: Path):
+    workload = tmp_path / "broken.yaml"
+    workload.write_text("grid:\n  brokers: [1, 3\n  sink: kafka-eos\n")
+    completed = run_eosbench("bench", "sweep", "--workload", str(workload))
+    assert_one_line_error(completed, EXIT_BAD_INPUT, f"workload {workload} is not valid YAML: line 3, column 7:")
+
+
+def test_the_default_workload_comes_from_the_package_wherever_the_command_runs(tmp_path: Path):
+    from conf.workload_settings import WORKLOADS_DIR, workload_path
+
+    assert workload_path("default") == WORKLOADS_DIR / "default.yaml"
+    assert workload_path("smoke.yaml") == WORKLOADS_DIR / "smoke.yaml"
+    assert workload_path(str(tmp_path / "mine.yaml")) == tmp_path / "mine.yaml"
+    completed = run_eosbench("bench", "sweep", "--workload", "nonesuch")
+    assert_one_line_error(completed, EXIT_BAD_INPUT, "cannot read workload nonesuch", "packaged workloads: brokers, default, smoke")

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import time
 
+from confluent_kafka import KafkaException
+
+from conf.failures import kafka_reason
 from eosbench.soak.pipeline import Pipeline
 from eosbench.soak.report import FaultRecord
 from streaming.verify import (IncrementalIndexes, VerifyReport, group_offsets, stable_and_end_offsets, verify,
@@ -25,6 +28,7 @@ class LiveVerifier:
     def __init__(self, pipeline: Pipeline):
         self.pipeline = pipeline
         self.indexes = IncrementalIndexes()  # each round's live verify reads only the records since the last
+        self.last_read_error: str | None = None  # why the last look at the group's offsets failed
 
     def after_fault(self, record: FaultRecord) -> None:
         """Verify the stable prefix and wait for every open transaction to end; fill in the round's record."""
@@ -44,8 +48,16 @@ class LiveVerifier:
     def drained(self) -> bool:
         """Tell whether the sink group has committed every input partition up to its end."""
         p = self.pipeline
-        ends = {partition: end for partition, (_, end) in stable_and_end_offsets(p.bootstrap, p.input_topic).items()}
-        committed = group_offsets(p.bootstrap, p.app_id, p.input_topic, sorted(ends))
+        try:
+            ends = {partition: end for partition, (_, end) in stable_and_end_offsets(p.bootstrap, p.input_topic).items()}
+            committed = group_offsets(p.bootstrap, p.app_id, p.input_topic, sorted(ends))
+        except KafkaException as exc:
+            # Not drained yet, as far as anyone can tell: a broker restarting, or a transaction
+            # hanging on __consumer_offsets (UNSTABLE_OFFSET_COMMIT until it ends). The wait's
+            # timeout turns a lasting one into a violation that names it.
+            self.last_read_error = kafka_reason(exc)
+            return False
+        self.last_read_error = None
         return all(committed.get(partition, -1) == end or end == 0 for partition, end in ends.items())
 
     def final(self) -> VerifyReport:

@@ -29,6 +29,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 
+from confluent_kafka import KafkaException
+
+from conf.failures import kafka_reason
 from conf.settings import ClusterSettings, SparkClusterSettings
 from eosbench.console.errors import EnvironmentProblem
 from eosbench.local.broker import LocalCluster
@@ -162,10 +165,18 @@ class Soak:
         self.say("stopping the producer and fencing its transactional id; draining the stream")
         self.pipeline.stop_producer()
         if not self.wait_for(self.verifier.drained, self.options.recovery_timeout_s, "the stream to drain"):
-            self.report.violations.append("the stream did not drain its input at the end")
+            why = f" (the group's offsets could not be read: {self.verifier.last_read_error})" \
+                if self.verifier.last_read_error else ""
+            self.report.violations.append(f"the stream did not drain its input at the end{why}")
         self.pipeline.stream.kill(signal.SIGTERM, timeout_s=30)
         clock = time.monotonic()
-        final = self.verifier.final()
+        try:
+            final = self.verifier.final()
+        except KafkaException as exc:  # the report is still written, and the soak fails with exit 1
+            self.report.violations.append(f"final verify could not read the cluster: {kafka_reason(exc)}")
+            self.metrics.verified(len(self.report.violations), 0)
+            self.say(f"final verify FAILED: it could not read the cluster: {kafka_reason(exc)}")
+            return
         self.report.final = {**json.loads(final.to_json()), "seconds": round(time.monotonic() - clock, 1)}
         self.report.violations += [f"final verify: {v}" for v in final.violations]
         self.metrics.verified(len(self.report.violations), final.input_committed)

@@ -193,3 +193,22 @@ def test_steady_rate_skips_start_up_idle_repeats_and_the_cut_off_last_batch():
                 progress_report(4, 9.5, 80)]  # the last batch: only its start counts
     assert steady_input_rate(progress) == pytest.approx((100 + 120) / 2.5)
     assert steady_input_rate(progress[:3]) is None
+
+
+def test_the_soaks_drain_check_reads_a_cluster_error_as_not_drained_and_keeps_its_reason(monkeypatch):
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    from eosbench.soak import live_verify
+
+    def hanging(*_args, **_kwargs):
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed to get committed offsets: Local: Timed out"))
+
+    pipeline = SimpleNamespace(bootstrap="127.0.0.1:1", input_topic="in", app_id="app")
+    monkeypatch.setattr(live_verify, "stable_and_end_offsets", lambda *_: {0: (10, 10), 1: (0, 0)})
+    monkeypatch.setattr(live_verify, "group_offsets", hanging)
+    verifier = live_verify.LiveVerifier(pipeline)
+    assert verifier.drained() is False
+    assert verifier.last_read_error == "Failed to get committed offsets: Local: Timed out"
+    monkeypatch.setattr(live_verify, "group_offsets", lambda *_: {0: 10})
+    assert verifier.drained() is True and verifier.last_read_error is None

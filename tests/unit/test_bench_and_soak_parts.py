@@ -196,7 +196,6 @@ def test_steady_rate_skips_start_up_idle_repeats_and_the_cut_off_last_batch():
 
 
 def test_the_soaks_drain_check_reads_a_cluster_error_as_not_drained_and_keeps_its_reason(monkeypatch):
-
     from confluent_kafka import KafkaError, KafkaException
 
     from eosbench.soak import live_verify

@@ -12,6 +12,7 @@ from conf.settings import (DEFAULT_BOOTSTRAP, SettingsError, metrics_linger_seco
                            parse_kv_pairs)
 
 Sink = Literal["kafka-eos", "kafka-alo", "delta"]
+SinkClient = Literal["librdkafka", "kafka-python"]
 TxnScope = Literal["partition", "batch"]
 Process = Literal["passthrough", "checksum", "enrich"]
 StartingOffsets = Literal["earliest", "latest", "group"]
@@ -35,6 +36,7 @@ class StreamSettings(BaseModel):
     sink: Sink = "kafka-eos"
     txn_scope: TxnScope = "partition"
     pre_register_partitions: bool = False
+    sink_client: SinkClient | None = None  # None: librdkafka, or kafka-python with pre-registration
     process: Process = "passthrough"
     trigger: str = "available-now"
     checkpoint: Path | None = None
@@ -64,6 +66,11 @@ class StreamSettings(BaseModel):
             raise SettingsError("--sink delta needs --delta-path")
         if self.pre_register_partitions and self.sink != "kafka-eos":
             raise SettingsError("--pre-register-partitions applies to --sink kafka-eos only")
+        if self.sink_client is not None and self.sink != "kafka-eos":
+            raise SettingsError("--sink-client applies to --sink kafka-eos only")
+        if self.pre_register_partitions and self.sink_client == "librdkafka":
+            raise SettingsError("--pre-register-partitions needs --sink-client kafka-python: librdkafka has no call"
+                                " to register partitions before the first send")
         if self.max_retries < 0:
             raise SettingsError("--max-retries must be at least 0")
         if self.metrics_linger is not None and self.metrics_linger < 0:
@@ -82,6 +89,11 @@ class StreamSettings(BaseModel):
     def metrics_linger_s(self) -> float:
         """Seconds /metrics stays up after the run (0 without --metrics-port)."""
         return metrics_linger_seconds(self.metrics_port, self.metrics_linger)
+
+    @property
+    def client(self) -> str:
+        """The Kafka client the transactional sink's producers use."""
+        return self.sink_client or ("kafka-python" if self.pre_register_partitions else "librdkafka")
 
     @property
     def checkpoint_dir(self) -> Path:

@@ -53,7 +53,7 @@ class StreamingBench:
                  records_per_transaction: int = 1, poll_timeout_s: float = 0.1,
                  consumer_config: dict[str, str] | None = None, producer_config: dict[str, str] | None = None,
                  transactional_id: str | None = None,
-                 producer_factory: Callable[[dict, str], object] | None = None):
+                 producer_factory: Callable[[dict, str], object] | None = None, pre_register: bool = False):
         self.mode, self.input_topic, self.output_topic = mode, input_topic, output_topic
         self.group_id, self.per_unit, self.poll_timeout_s = group_id, records_per_transaction, poll_timeout_s
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id, "enable.auto.commit": False,
@@ -66,13 +66,16 @@ class StreamingBench:
         config = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": "0", "enable.idempotence": "true",
                   **(producer_config or {})}
         tid = transactional_id or f"eosbench.bench.streaming.{group_id}"
-        if producer_factory is not None:  # pre-registration: a client with the registering begin
+        # Another client (kafka-python's, which can pre-register) in place of librdkafka's.
+        self.other_client = producer_factory is not None
+        if self.other_client:
             self.producer = producer_factory(config, tid)
         else:
             self.producer = Producer({**config, **({"transactional.id": tid} if mode == "tx" else {})},
                                      logger=CLIENT_LOG)
-        self.pre_registering = hasattr(self.producer, "pre_register")
+        self.pre_registering = pre_register
         self.register_round_trips = 0
+        self.first_send_after_begin_s: list[float] = []  # per measured or warmup transaction
         self._buffer: list = []
         self._partitions_at_end: set[int] = set()
         self._failures = 0
@@ -117,14 +120,15 @@ class StreamingBench:
             self.producer.begin_transaction()
             if self.pre_registering:
                 self.register_round_trips += self.producer.pre_register(
-                    self.output_topic, {(self.input_topic, p): end for p, end in ends.items()}, self.group_id)
+                    self.output_topic, {(self.input_topic, p): end for p, end in ends.items()}, self.group_id, "")
+            self.first_send_after_begin_s.append((time.perf_counter_ns() - started) / 1e9)
         for message in records:
-            if self.pre_registering:
+            if self.other_client:  # kafka-python reports a failed send at commit_transaction
                 self.producer.produce(self.output_topic, message.value(), message.key())
             else:
                 self.producer.produce(self.output_topic, message.value(), message.key(), on_delivery=self._on_delivery)
         if self.mode == "tx":
-            group = self.group_id if self.pre_registering else self.consumer.consumer_group_metadata()
+            group = self.group_id if self.other_client else self.consumer.consumer_group_metadata()
             self.producer.send_offsets_to_transaction(offsets, group, 60)
             self.producer.commit_transaction(60)
         else:
@@ -177,7 +181,7 @@ class StreamingBench:
     def close(self) -> None:
         """Close both clients."""
         self.consumer.close()
-        if hasattr(self.producer, "purge") and self.pre_registering:
+        if self.other_client:
             self.producer.purge()
         else:
             self.producer.flush(10)

@@ -108,6 +108,7 @@ class TaskPlan:
     planned_ranges: tuple | None = None
     # A batch the previous run may have committed before it died: Spark runs it again at a restart.
     replayed: bool = False
+    sink_client: str = "librdkafka"  # or "kafka-python", the client pre-registration needs
 
 
 # ----------------------------------------------------------------------------- clients
@@ -126,7 +127,7 @@ def transactional_id(app_id: str, topic: str, partition: int) -> str:
 
 def producer_key(plan: TaskPlan, txn_id: str) -> tuple:
     """The cache key of T(p)'s producer: the id and everything the client is built from."""
-    return txn_id, tuple(sorted(plan.producer_config.items())), plan.pre_register
+    return txn_id, tuple(sorted(plan.producer_config.items())), plan.sink_client
 
 
 def _producer(plan: TaskPlan, key: tuple, timings: dict[str, float]):
@@ -135,7 +136,7 @@ def _producer(plan: TaskPlan, key: tuple, timings: dict[str, float]):
     producer = _PRODUCERS.get(key)
     if producer is None:
         started = time.perf_counter()
-        if plan.pre_register:
+        if plan.sink_client == "kafka-python":
             from streaming.preregister import PreRegisteringProducer
 
             producer = PreRegisteringProducer(plan.producer_config, txn_id)
@@ -384,7 +385,8 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             phase, phase_started = "send_offsets", time.perf_counter()
             tag = scope_tag(plan.txn_scope)
             _send_offsets(producer, key, [kafka.TopicPartition(t, p, end, metadata=tag)
-                                          for (t, p), end in to_commit.items()], plan.group_metadata)
+                                          for (t, p), end in to_commit.items()],
+                          plan.app_id if plan.sink_client == "kafka-python" else plan.group_metadata)
             timings["send_offsets"] += time.perf_counter() - phase_started
             _maybe_fault(plan, "fail-task-before-commit", next(iter(offsets_to_commit))[1])
             phase, phase_started = "commit", time.perf_counter()
@@ -607,7 +609,7 @@ class TransactionalSink:
             max_retries=self.settings.max_retries, pre_register=self.settings.pre_register_partitions,
             batch_id=batch_id, fault=self.fault, txn_scope=self.settings.txn_scope,
             start_offsets=batch_start_offsets(checkpoint, batch_id, topic),
-            replayed=0 < batch_id == self._pending_batch,
+            replayed=0 < batch_id == self._pending_batch, sink_client=self.settings.client,
         )
 
     @contextmanager

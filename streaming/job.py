@@ -52,6 +52,9 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pre-register-partitions", action="store_true",
                         help="register every output partition and the group's offsets right after begin (KIP-609's"
                              " idea, on kafka-python)")
+    parser.add_argument("--sink-client", choices=("librdkafka", "kafka-python"),
+                        help="the Kafka client of kafka-eos's producers (default: librdkafka, or kafka-python with"
+                             " --pre-register-partitions, which librdkafka cannot do)")
     parser.add_argument("--process", choices=("passthrough", "checksum", "enrich"), default="passthrough",
                         help="what each record goes through on its way (default: %(default)s)")
     parser.add_argument("--trigger", default="available-now", help="available-now, or an interval such as '1 second'")

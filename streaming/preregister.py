@@ -89,7 +89,7 @@ class PreRegisteringProducer:
         """Commit offsets with the transaction (a no-op when pre-registration already sent them)."""
         if not self._offsets_sent:
             self._send_offsets({(tp.topic, tp.partition): tp.offset for tp in offsets}, group_metadata,
-                               offsets[0].metadata if offsets else "")
+                               (offsets[0].metadata or "") if offsets else "")
 
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Commit."""

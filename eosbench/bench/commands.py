@@ -10,7 +10,8 @@ from conf.workload_settings import DEFAULT_WORKLOAD, packaged_workloads, workloa
 from eosbench.console.arguments import bootstrap_flag, non_negative_int, positive_float, positive_int, renamed_flag
 from eosbench.console.errors import BadInput, interrupt_on_stop_signals
 
-SPARK_BENCH_SINKS = ("kafka-eos", "kafka-alo", "delta", "kafka-eos+prereg")
+# kafka-eos runs on librdkafka; +kafka-python and +prereg on kafka-python, without and with pre-registration.
+SPARK_BENCH_SINKS = ("kafka-eos", "kafka-alo", "delta", "kafka-eos+kafka-python", "kafka-eos+prereg")
 
 
 def add_bench_parser(commands) -> None:
@@ -54,7 +55,8 @@ def add_bench_parser(commands) -> None:
                        help="seconds of kafka-alo and kafka-eos at a 1 s trigger per round; 0 skips them")
     spark.add_argument("--latency-seconds", type=non_negative_int, default=30, help="0 skips the latency run")
     spark.add_argument("--sink", nargs="+", dest="sinks", default=list(SPARK_BENCH_SINKS), choices=SPARK_BENCH_SINKS,
-                       help="the sinks to run side by side")
+                       help="the sinks to run side by side; pre-registration on / off is kafka-eos+prereg /"
+                            " kafka-eos+kafka-python, one client on both sides")
     spark.add_argument("--results-dir", type=Path, default=Path("results"),
                        help="where the JSON goes; the rows go to the Delta table <DIR>/bench_runs")
     renamed_flag(spark, "--output-dir", "--results-dir")
@@ -73,7 +75,9 @@ def add_bench_parser(commands) -> None:
     streaming.add_argument("--poll-timeout", type=positive_int, default=100, metavar="MS",
                            help="consumer poll timeout in ms (default: 100)")
     streaming.add_argument("--pre-register-partitions", action="store_true",
-                           help="tx mode: register every output partition and the offsets right after begin")
+                           help="tx mode also runs on kafka-python with pre-registration off (tx-kafka-python) and on"
+                                " (tx-prereg: every output partition and the offsets registered right after begin),"
+                                " so on / off compares one client with itself")
     streaming.add_argument("--records-per-transaction", type=positive_int, default=1,
                            help="records per unit (one transaction in tx mode; default: 1, the seed's)")
     streaming.add_argument("--warmup", type=int, default=100, help="units before measuring (default: 100)")

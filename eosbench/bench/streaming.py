@@ -26,6 +26,9 @@ from eosbench.bench.report import SEED_STREAMING_TX_OVER_BASE
 from producers.streaming_bench import StreamingBench, StreamingBenchResult
 
 BLOCK_UNITS = 50
+# With --pre-register-partitions, tx mode runs three ways: librdkafka (tx) and kafka-python with
+# pre-registration off and on, so that on / off compares one client with itself.
+KAFKA_PYTHON_TX_MODES = ("tx-kafka-python", "tx-prereg")
 
 
 def run(bootstrap: str, args: argparse.Namespace) -> dict:
@@ -47,18 +50,21 @@ def run(bootstrap: str, args: argparse.Namespace) -> dict:
     partitions = len(describe_topic(bootstrap, input_topic).partitions)
     consumer_config = load_properties(args.consumer_config) if args.consumer_config else {}
     producer_config = load_properties(args.producer_config) if args.producer_config else {}
+    if args.pre_register_partitions and "tx" in modes:
+        modes += list(KAFKA_PYTHON_TX_MODES)  # judged on one client: kafka-python with it on and off
     benches: dict[str, StreamingBench] = {}
-    factory = None
-    if args.pre_register_partitions:
-        from streaming.preregister import PreRegisteringProducer as factory  # built as factory(config, txn id)
     for mode in modes:
         output = args.output_topic or f"{input_topic}-{mode}-{run_id}"
         if output not in cluster_metadata(bootstrap).topics:
             create_topic(bootstrap, output, partitions, replication)
+        factory = None
+        if mode in KAFKA_PYTHON_TX_MODES:
+            from streaming.preregister import PreRegisteringProducer as factory  # built as factory(config, txn id)
         benches[mode] = StreamingBench(
-            bootstrap, input_topic, output, mode, group_id=args.group_id or f"eosbench-streaming-{run_id}-{mode}",
+            bootstrap, input_topic, output, "base" if mode == "base" else "tx",
+            group_id=args.group_id or f"eosbench-streaming-{run_id}-{mode}",
             records_per_transaction=per_unit, poll_timeout_s=args.poll_timeout / 1000, consumer_config=consumer_config,
-            producer_config=producer_config, producer_factory=factory if mode == "tx" else None)
+            producer_config=producer_config, producer_factory=factory, pre_register=mode == "tx-prereg")
     try:
         for bench in benches.values():
             bench.warm(args.warmup)
@@ -83,13 +89,20 @@ def run(bootstrap: str, args: argparse.Namespace) -> dict:
               "records_per_transaction": per_unit, "warmup": args.warmup, "iterations": args.iterations,
               "pre_register_partitions": args.pre_register_partitions, "producer_config": producer_config,
               "modes": {mode: r.percentiles_ms() for mode, r in outcome.items()}}
-    if len(outcome) == 2:
+    if "base" in outcome and "tx" in outcome:
         base, tx = report["modes"]["base"], report["modes"]["tx"]
         report["tx_over_base"] = {"mean_latency": tx["mean"] / base["mean"], "p99_latency": tx["p99"] / base["p99"],
                                   "throughput_base_over_tx": base["records_per_sec"] / tx["records_per_sec"]}
         report["seed_tx_over_base"] = SEED_STREAMING_TX_OVER_BASE
-    if args.pre_register_partitions and "tx" in outcome:
-        report["register_round_trips_per_transaction"] = outcome["tx"].register_round_trips / max(1, len(outcome["tx"].latencies_s))
+    if "tx-prereg" in outcome:
+        on, off = report["modes"]["tx-prereg"], report["modes"]["tx-kafka-python"]
+        report["prereg_on_over_off"] = {"client": "kafka-python",
+                                        "throughput": on["records_per_sec"] / off["records_per_sec"],
+                                        "mean_latency": on["mean"] / off["mean"]}
+        report["register_round_trips_per_transaction"] = (outcome["tx-prereg"].register_round_trips
+                                                          / max(1, len(benches["tx-prereg"].first_send_after_begin_s)))
+        report["ms_to_first_send"] = {mode: 1e3 * float(np.mean(benches[mode].first_send_after_begin_s))
+                                      for mode in ("tx", *KAFKA_PYTHON_TX_MODES)}
     args.results_dir.mkdir(parents=True, exist_ok=True)
     report["plot"] = str(latency_cdf_png({mode: r.latencies_s * 1e3 for mode, r in outcome.items()},
                                          args.results_dir / f"streaming-{run_id}.png",
@@ -117,8 +130,9 @@ def _append_rows(report: dict, outcome: dict[str, StreamingBenchResult], brokers
             latency_p50_ms=p["p50"], latency_p90_ms=p["p90"], latency_p99_ms=p["p99"], latency_p999_ms=p["p99.9"],
             latency_max_ms=p["max"], latency_kind="write path per unit",
             latency_quantiles_ms=results.quantiles_ms(r.latencies_s),
-            baseline="plain-base" if mode == "tx" else None,
-            overhead_ratio=report.get("tx_over_base", {}).get("throughput_base_over_tx") if mode == "tx" else None,
+            baseline={"tx": "plain-base", "tx-prereg": "plain-tx-kafka-python"}.get(mode),
+            overhead_ratio=(report.get("tx_over_base", {}).get("throughput_base_over_tx") if mode == "tx" else
+                            1 / report["prereg_on_over_off"]["throughput"] if mode == "tx-prereg" else None),
             config_json=json.dumps({k: str(v) for k, v in vars(args).items()}), figures_json=json.dumps(report["modes"][mode])))
     started = time.monotonic()
     path = results.append_rows(spark_session("eosbench-results"), rows, args.results_dir)
@@ -133,4 +147,11 @@ def _print(report: dict) -> None:
         ratio = report["tx_over_base"]
         print(f"tx/base: mean latency {ratio['mean_latency']:.2f}x, p99 {ratio['p99_latency']:.2f}x;"
               f" throughput base/tx {ratio['throughput_base_over_tx']:.2f}x   (seed: {report['seed_tx_over_base']})")
+    if "prereg_on_over_off" in report:
+        ratio, first_send = report["prereg_on_over_off"], report["ms_to_first_send"]
+        print(f"pre-registration on / off, both on kafka-python: throughput {ratio['throughput']:.2f}x,"
+              f" mean latency {ratio['mean_latency']:.2f}x; {report['register_round_trips_per_transaction']:.2f}"
+              f" registration round trips per transaction; begin to first send: "
+              + ", ".join(f"{mode} {ms:.2f} ms" for mode, ms in first_send.items())
+              + f"; librdkafka (tx) {report['modes']['tx']['records_per_sec']:,.0f} records/s")
     print(f"plot: {report['plot']}\njson: {report['json']}\nresults: {report['results_table']}")

@@ -52,7 +52,8 @@ def plain_cell(bootstrap: str, input_topic: str, sink: str, records_per_transact
     bench = StreamingBench(bootstrap, input_topic, output, "tx" if sink == "plain-tx" else "base",
                            group_id=f"bench-{tag}", records_per_transaction=records_per_transaction,
                            poll_timeout_s=poll_timeout_s, consumer_config=consumer_config,
-                           producer_config=dict(workload.producer_config), producer_factory=factory)
+                           producer_config=dict(workload.producer_config), producer_factory=factory,
+                           pre_register=pre_register)
     try:
         # Warm up on at most a tenth of the input, so large transactions still leave units to measure.
         warmup = min(workload.warmup_units, committed // (10 * records_per_transaction))

@@ -49,10 +49,11 @@ def run(bootstrap: str, modes: list[Mode], warmup: int, iterations: int, output_
 
 def latency_table(modes: dict[str, dict], with_rate: bool = False) -> str:
     """One line per mode: p50/p90/p99/p99.9/mean/max in ms (and records/s when asked), under a header."""
-    header = f"{'mode':<6}{'p50 ms':>10}{'p90 ms':>10}{'p99 ms':>10}{'p99.9 ms':>10}{'mean ms':>10}{'max ms':>10}"
+    width = max(6, *(len(mode) + 1 for mode in modes))
+    header = f"{'mode':<{width}}{'p50 ms':>10}{'p90 ms':>10}{'p99 ms':>10}{'p99.9 ms':>10}{'mean ms':>10}{'max ms':>10}"
     lines = [header + (f"{'records/s':>12}" if with_rate else "")]
     for mode, p in modes.items():
-        lines.append(f"{mode:<6}{p['p50']:>10.3f}{p['p90']:>10.3f}{p['p99']:>10.3f}{p['p99.9']:>10.3f}"
+        lines.append(f"{mode:<{width}}{p['p50']:>10.3f}{p['p90']:>10.3f}{p['p99']:>10.3f}{p['p99.9']:>10.3f}"
                      f"{p['mean']:>10.3f}{p['max']:>10.3f}" + (f"{p['records_per_sec']:>12,.0f}" if with_rate else ""))
     return "\n".join(lines)
 

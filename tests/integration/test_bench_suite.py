@@ -19,11 +19,12 @@ from tests.integration.kafka_reads import read_all, sequence_numbers
 from tests.unit.test_cli_errors import run_eosbench
 
 
-def test_streaming_bench_copies_every_record_once_in_both_modes(bootstrap, tmp_path):
+def test_streaming_bench_copies_every_record_once_in_every_mode(bootstrap, tmp_path):
     producer_properties = tmp_path / "producer.properties"
     producer_properties.write_text("# back off less after CONCURRENT_TRANSACTIONS\nretry.backoff.ms=5\n")
     completed = run_eosbench("bench", "streaming", "--bootstrap-server", bootstrap, "--warmup", "10",
                              "--iterations", "60", "--records-per-transaction", "3", "--partitions", "2",
+                             "--pre-register-partitions",
                              "--producer-config", str(producer_properties), "--results-dir", str(tmp_path),
                              timeout=300)
     assert completed.returncode == 0, completed.stderr[-2000:]
@@ -31,11 +32,20 @@ def test_streaming_bench_copies_every_record_once_in_both_modes(bootstrap, tmp_p
     input_ids = Counter(sequence_numbers(read_all(bootstrap, report["input_topic"])))
     assert sum(input_ids.values()) == (10 + 60) * 3
     assert report["producer_config"] == {"retry.backoff.ms": "5"}
-    for mode in ("base", "tx"):
+    # tx runs on librdkafka; tx-kafka-python and tx-prereg on kafka-python, pre-registration off and on.
+    assert list(report["modes"]) == ["base", "tx", "tx-kafka-python", "tx-prereg"]
+    for mode in report["modes"]:
         assert report["modes"][mode]["iterations"] == 60
         output = f"{report['input_topic']}-{mode}-{report['run_id']}"
         assert Counter(sequence_numbers(read_all(bootstrap, output))) == input_ids, mode
     assert report["tx_over_base"]["mean_latency"] > 0
+    on, off = report["modes"]["tx-prereg"], report["modes"]["tx-kafka-python"]
+    assert report["prereg_on_over_off"] == {"client": "kafka-python",
+                                            "throughput": on["records_per_sec"] / off["records_per_sec"],
+                                            "mean_latency": on["mean"] / off["mean"]}
+    # Each transaction registers its partitions and group before its first send: at least one round trip.
+    assert report["register_round_trips_per_transaction"] >= 1
+    assert "pre-registration on / off, both on kafka-python: throughput" in completed.stdout
     assert (tmp_path / f"streaming-{report['run_id']}.png").stat().st_size > 0
     assert "results:" in completed.stdout and (tmp_path / results.TABLE / "_delta_log").is_dir()
 

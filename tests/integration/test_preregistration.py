@@ -62,7 +62,8 @@ def test_partitions_and_group_are_registered_before_the_first_produce_request(bo
     columns = slice_of(bootstrap, source)
     plan = TaskPlan(app_id=f"prereg-{sink}", output_topic=sink, dead_letter_topic=f"{sink}.dlq", process="passthrough",
                     producer_config={"bootstrap.servers": bootstrap, "linger.ms": "5"}, group_metadata=None,
-                    end_offsets={0: end}, max_retries=0, pre_register=True, batch_id=0, fault=None)
+                    end_offsets={0: end}, max_retries=0, pre_register=True, batch_id=0, fault=None,
+                    sink_client="kafka-python")
     recorder = Recorder()
     kafka_log = logging.getLogger("kafka")
     kafka_log.addHandler(recorder)

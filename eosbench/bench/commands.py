@@ -1,4 +1,4 @@
-"""The benchmarks' commands (`bench writes|produce|spark|streaming|sweep` and `report`), arguments by handler."""
+"""The benchmarks' commands (`bench writes|produce|spark|streaming|protocol|sweep` and `report`), arguments by handler."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from eosbench.console.arguments import bootstrap_flag, non_negative_int, positiv
 from eosbench.console.errors import BadInput, interrupt_on_stop_signals
 
 # kafka-eos runs on librdkafka; +kafka-python and +prereg on kafka-python, without and with pre-registration.
+PROTOCOL_ENGINES = ("librdkafka", "kafka-python", "kafka-python+prereg", "java-tv2", "java-tv1")
 SPARK_BENCH_SINKS = ("kafka-eos", "kafka-alo", "delta", "kafka-eos+kafka-python", "kafka-eos+prereg")
 
 
 def add_bench_parser(commands) -> None:
-    """`eosbench bench writes|produce|spark|streaming|sweep`."""
+    """`eosbench bench writes|produce|spark|streaming|protocol|sweep`."""
     bootstrap = bootstrap_flag()
     bench = commands.add_parser("bench", help="benchmarks that print ratios measured side by side")
     benches = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
@@ -87,6 +88,21 @@ def add_bench_parser(commands) -> None:
     streaming.add_argument("--results-dir", type=Path, default=Path("results"),
                            help="JSON, PNG, and the Delta results table (default: results)")
 
+    protocol = benches.add_parser(
+        "protocol", parents=[bootstrap],
+        help="the transaction protocol side by side: librdkafka, kafka-python (pre-registration off and on) and"
+             " Kafka's TransactionalMessageCopier at transaction.version 2 and 1, on one input per size")
+    protocol.add_argument("--sizes", type=positive_int, nargs="+", default=[1, 10, 100], metavar="N",
+                          help="records per transaction, one run of every engine each (the issue's: 1 10 100 1000)")
+    protocol.add_argument("--transactions", type=positive_int, default=200,
+                          help="transactions' worth of records in each size's input; a fifth of the filler's are"
+                               " aborted, so each engine runs about 0.8 of this many")
+    protocol.add_argument("--engines", nargs="+", default=list(PROTOCOL_ENGINES), choices=PROTOCOL_ENGINES,
+                          metavar="ENGINE", help=f"the engines to run, of {', '.join(PROTOCOL_ENGINES)}")
+    protocol.add_argument("--results-dir", type=Path, default=Path("results"), help="where the PNG and JSON go")
+    protocol.add_argument("--output-json", type=Path, metavar="FILE",
+                          help="write the report here (default: <results-dir>/protocol-<run id>.json)")
+
     sweep = benches.add_parser("sweep", help="a grid from a workload file, every sink side by side; rows to Delta")
     sweep.add_argument("--workload", type=workload_path, default=DEFAULT_WORKLOAD, metavar="NAME|FILE",
                        help=f"a workload file, or the name of one that ships with eosbench"
@@ -99,7 +115,7 @@ def add_bench_parser(commands) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """Handle `eosbench bench writes|produce|streaming|spark|sweep`."""
+    """Handle `eosbench bench writes|produce|streaming|spark|protocol|sweep`."""
     bootstrap = args.bootstrap or (None if args.bench_command == "sweep" else DEFAULT_BOOTSTRAP)
     if args.bench_command == "writes":
         from eosbench.bench import writes
@@ -116,6 +132,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         interrupt_on_stop_signals()  # a SIGTERM still stops the sweep's brokers and keeps its finished rows
         run_sweep(load_workload(args.workload), args.workload.stem, args.results_dir, args.bootstrap, args.port)
+    elif args.bench_command == "protocol":
+        from conf.settings import output_file_problem
+        from eosbench.bench import protocol
+
+        if args.output_json is not None and (problem := output_file_problem(args.output_json)):
+            raise BadInput(f"--output-json {args.output_json}: {problem}")
+        interrupt_on_stop_signals()  # a SIGTERM still puts the transaction.version feature back
+        protocol.run(bootstrap, sorted(set(args.sizes)), args.transactions, args.engines, args.results_dir, args.output_json)
     elif args.bench_command == "spark":
         from eosbench.bench import spark
 

@@ -23,10 +23,8 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from conf.settings import console_log4j_config
-from eosbench.local.environment import check_java
 from eosbench.console.errors import CheckFailed
-from eosbench.local.jars import resolve_bundle
+from eosbench.local.jars import kafka_tools_command
 from eosbench.bench.report import GOODPUT_TARGET
 from eosbench.local.kafka_admin import cluster_metadata, create_topic, delete_topics
 
@@ -78,9 +76,7 @@ def _common_flags(topic: str, num_records: int, record_size: int, duration_ms: i
 def run_java(bootstrap: str, topic: str, num_records: int, record_size: int, duration_ms: int | None,
              mode: str, throughput: float = -1, props: tuple[str, ...] = ("acks=all",)) -> ToolRun:
     """Run Java's ProducerPerformance from the cached kafka-tools jar."""
-    classpath = str(resolve_bundle("kafka")[0].parent / "*")
-    command = [check_java(), "-Xmx512m", f"-Dlog4j2.configurationFile={console_log4j_config()}",
-               "-cp", classpath, "org.apache.kafka.tools.ProducerPerformance",
+    command = [*kafka_tools_command("ProducerPerformance"),
                *_common_flags(topic, num_records, record_size, duration_ms, throughput),
                "--command-property", *props, f"bootstrap.servers={bootstrap}"]
     completed = subprocess.run(command, capture_output=True, text=True)

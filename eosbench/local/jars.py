@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from conf.settings import JarBundle, eosbench_home, load_jar_bundles, maven_settings_file
-from eosbench.local.environment import check_maven
+from conf.settings import JarBundle, console_log4j_config, eosbench_home, load_jar_bundles, maven_settings_file
+from eosbench.local.environment import check_java, check_maven
 from eosbench.console.errors import EnvironmentProblem
 
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
@@ -168,3 +168,10 @@ def _resolve_into(bundle: JarBundle, target: Path) -> None:
 def resolve_all() -> dict[str, list[Path]]:
     """Resolve every bundle in conf/jars.yaml; used by `eosbench setup`."""
     return {name: resolve_bundle(name) for name in load_jar_bundles()}
+
+
+def kafka_tools_command(tool: str, heap_mb: int = 512) -> list[str]:
+    """The command line that runs one of Kafka's tools (`org.apache.kafka.tools.<tool>`) from the cached jars."""
+    classpath = str(resolve_bundle("kafka")[0].parent / "*")
+    return [check_java(), f"-Xmx{heap_mb}m", f"-Dlog4j2.configurationFile={console_log4j_config()}",
+            "-cp", classpath, f"org.apache.kafka.tools.{tool}"]

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from eosbench.local.kafka_admin import create_topic
 
-from streaming.eos_sink import TaskPlan, _drop_producer, producer_key, run_transaction
+from streaming.eos_sink import _PRODUCERS, TaskPlan, _drop_producer, producer_key, run_transaction
 from streaming.process import arrow_columns
 from streaming.sink_group import CommittedOffset, read_committed_offsets
 from streaming.verify import stable_and_end_offsets
@@ -110,3 +110,27 @@ def partitions_holding(bootstrap: str, topic: str) -> set[int]:
         return {p for p in partitions if reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] > 0}
     finally:
         reader.close()
+
+
+def test_the_kafka_python_sink_without_pre_registration_registers_lazily_and_commits_exactly(bootstrap, new_topic):
+    """`--sink-client kafka-python`: the switched-off arm of the same-client comparison."""
+    source, sink = new_topic(partitions=1), new_topic(partitions=2)
+    create_topic(bootstrap, f"{sink}.dlq", 1, 1)
+    produce(bootstrap, source, 200, records_per_transaction=200)
+    end = stable_and_end_offsets(bootstrap, source)[0][1]
+    plan = TaskPlan(app_id=f"kp-{sink}", output_topic=sink, dead_letter_topic=f"{sink}.dlq", process="passthrough",
+                    producer_config={"bootstrap.servers": bootstrap, "linger.ms": "5"}, group_metadata=None,
+                    end_offsets={0: end}, max_retries=0, pre_register=False, batch_id=0, fault=None,
+                    sink_client="kafka-python")
+    txn_id = f"{plan.app_id}.{source}.0"
+    try:
+        stats = run_transaction(plan, txn_id, [slice_of(bootstrap, source)], {(source, 0): end})
+        assert type(_PRODUCERS[producer_key(plan, txn_id)]).__name__ == "PreRegisteringProducer"
+    finally:
+        _drop_producer(producer_key(plan, txn_id))
+    assert stats["outcome"] == "committed" and stats["records_out"] == 200
+    assert stats["register_round_trips"] == 0
+    assert sorted(int(k) for k in read_all(bootstrap, sink)) == list(range(200))
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": plan.app_id, "isolation.level": "read_committed"})
+    assert read_committed_offsets(reader, source, [0]) == {0: CommittedOffset(end, "partition")}
+    reader.close()

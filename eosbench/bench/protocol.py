@@ -60,6 +60,7 @@ TXN_REQUESTS = ("AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit", "End
 BROKER_ONLY_ADD_PARTITIONS_VERSION = 4
 FILL_ABORT_RATIO = 0.2
 COPIER_TIMEOUT_S = 300.0
+EXPORTER_TIMEOUT_S = 60.0
 _COUNTER_LINE = re.compile(r'^kafka_network_requestmetrics_requests_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$')
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 
@@ -109,7 +110,8 @@ def request_counts(urls: list[str]) -> Counter:
     counts: Counter = Counter()
     for url in urls:
         try:
-            with urllib.request.urlopen(url, timeout=10) as response:
+            # A loaded machine's first scrape of a new broker took over 10 s (the exporter walks every MBean).
+            with urllib.request.urlopen(url, timeout=EXPORTER_TIMEOUT_S) as response:
                 text = response.read().decode()
         except OSError as exc:
             raise EnvironmentProblem(f"cannot read the broker's JMX exporter at {url}: {exc}") from exc

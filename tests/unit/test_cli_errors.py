@@ -115,6 +115,13 @@ def test_broker_unreachable(command):
          "--source-options startingOffsets: set by the job (--starting-offsets)"),
         (["stream", "--input-topic", "i", "--output-topic", "o", "--offsets-retention-minutes", "0"],
          "--offsets-retention-minutes must be at least 1"),
+        (["stream", "--input-topic", "i", "--output-topic", "o", "--pre-register-partitions", "--sink-client",
+          "librdkafka"], "--pre-register-partitions needs --sink-client kafka-python: librdkafka has no call to register"
+                         " partitions before the first send"),
+        (["stream", "--input-topic", "i", "--output-topic", "o", "--sink", "kafka-alo", "--sink-client", "kafka-python"],
+         "--sink-client applies to --sink kafka-eos only"),
+        (["bench", "protocol", "--engines", "java-tv3"], "argument --engines: invalid choice: 'java-tv3'"),
+        (["bench", "protocol", "--sizes", "0"], "--sizes: must be at least 1"),
     ],
 )
 def test_bad_input_exits_2(tmp_path: Path, args, fragment):

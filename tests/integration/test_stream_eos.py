@@ -43,6 +43,7 @@ def assert_exactly_once(bootstrap: str, settings: StreamSettings, expect_dead: i
     """The verifier finds nothing, and every committed input id arrived exactly once."""
     report = verify(bootstrap, settings.input_topic, settings.output_topic, settings.app_id, settings.dead_letter)
     assert report.violations == []
+    assert report.torn == report.reordered == 0 and report.transactions_checked > 0, "judged whole, and in order"
     assert report.output_committed + report.dead_lettered == report.input_committed
     assert report.dead_lettered == expect_dead
     assert report.input_aborted > 0, "the input must hold aborted transactions for this to mean anything"

@@ -84,6 +84,7 @@ def test_java_string_hash_matches_java():
 def test_live_bounds_keep_only_records_below_each_partitions_offset():
     index = TopicIndex(seq=np.array([10, 11, 12, 13]), partition=np.array([0, 0, 1, 1]), offset=np.array([0, 5, 0, 7]),
                        src_partition=np.array([], dtype=np.int64), src_offset=np.array([], dtype=np.int64),
+                       txn=np.array([], dtype=np.int64), txn_records=np.array([], dtype=np.int64),
                        end_offsets={0: 6, 1: 8})
     below = index.below({0: 5, 1: 8})
     assert below.seq.tolist() == [10, 12, 13]
@@ -92,7 +93,7 @@ def test_live_bounds_keep_only_records_below_each_partitions_offset():
 
 def _index(seq, partition, offset, ends) -> TopicIndex:
     as_array = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
-    return TopicIndex(as_array(seq), as_array(partition), as_array(offset), as_array([]), as_array([]), ends)
+    return TopicIndex(as_array(seq), as_array(partition), as_array(offset), *(as_array([]),) * 4, ends)
 
 
 def test_incremental_indexes_read_from_after_the_last_record_held_and_append(monkeypatch):

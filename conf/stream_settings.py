@@ -51,6 +51,8 @@ class StreamSettings(BaseModel):
     metrics_linger: float | None = None  # seconds; None: two scrape intervals when metrics_port is set
     output_json: Path | None = None
     timeout_s: float | None = None
+    observe_visibility: bool = False
+    visibility_log: Path | None = None  # implies observe_visibility
 
     @model_validator(mode="after")
     def _rules(self) -> StreamSettings:
@@ -64,6 +66,9 @@ class StreamSettings(BaseModel):
             raise SettingsError("--sink delta needs --delta-path")
         if self.pre_register_partitions and self.sink != "kafka-eos":
             raise SettingsError("--pre-register-partitions applies to --sink kafka-eos only")
+        if self.visibility_observed and self.sink != "kafka-eos":
+            raise SettingsError("--observe-visibility and --visibility-log apply to --sink kafka-eos only (its records"
+                                " name their transaction)")
         if self.max_retries < 0:
             raise SettingsError("--max-retries must be at least 0")
         if self.metrics_linger is not None and self.metrics_linger < 0:
@@ -82,6 +87,11 @@ class StreamSettings(BaseModel):
     def metrics_linger_s(self) -> float:
         """Seconds /metrics stays up after the run (0 without --metrics-port)."""
         return metrics_linger_seconds(self.metrics_port, self.metrics_linger)
+
+    @property
+    def visibility_observed(self) -> bool:
+        """Whether the driver times each transaction's visibility (streaming/visibility.py)."""
+        return self.observe_visibility or self.visibility_log is not None
 
     @property
     def checkpoint_dir(self) -> Path:

@@ -78,13 +78,10 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
                              " (default with --metrics-port: two scrape intervals of conf/prometheus/prometheus.yml)")
     parser.add_argument("--output-json", type=Path, metavar="FILE",
                         help="also write the summary JSON here (it is always stdout's last line; default: none)")
-    parser.add_argument("--observe-visibility", action="store_true",
-                        help="time each sink transaction from its commit returning to a read_committed reader first"
-                             " seeing it (the driver reads the output once more; summary and"
-                             " eosbench_stream_visibility_seconds)")
+    visibility = "the time from each sink commit returning to a read_committed reader seeing it"
+    parser.add_argument("--observe-visibility", action="store_true", help=f"measure {visibility} (README.md)")
     parser.add_argument("--visibility-log", type=Path, metavar="FILE",
-                        help="observe visibility and append one line per transaction to FILE: '<eos.txn> <seconds>'"
-                             " (default: none)")
+                        help=f"measure {visibility}, one line per transaction in FILE (default: none)")
     parser.add_argument("--timeout-s", type=float, help="stop an interval-triggered query after this many seconds (default: run until stopped)")
 
 

@@ -42,6 +42,15 @@ READY_MARGIN_S = 1.0
 FORGET_UNMATCHED_S = 600.0
 
 
+def percentiles(seconds: list[float]) -> dict:
+    """{samples, p50_ms, p99_ms, max_ms} of visibility samples given in seconds (zeros without any)."""
+    if not seconds:
+        return {"samples": 0, "p50_ms": 0.0, "p99_ms": 0.0, "max_ms": 0.0}
+    ms = np.asarray(seconds) * 1000
+    return {"samples": len(seconds), "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
+            "max_ms": float(ms.max())}
+
+
 @dataclass
 class VisibilitySummary:
     """The samples of one run: how many, their p50/p99, and how many commits were never seen."""
@@ -52,15 +61,6 @@ class VisibilitySummary:
     max_ms: float
     unseen: int  # commits reported but no record seen before the observer stopped
     left_out: int  # commits reported that returned before the observer was reading (READY_MARGIN_S)
-
-    @classmethod
-    def of(cls, seconds: list[float], unseen: int, left_out: int) -> VisibilitySummary:
-        """Summarise samples in seconds."""
-        if not seconds:
-            return cls(0, 0.0, 0.0, 0.0, unseen, left_out)
-        ms = np.asarray(seconds) * 1000
-        return cls(len(seconds), float(np.percentile(ms, 50)), float(np.percentile(ms, 99)), float(ms.max()), unseen,
-                   left_out)
 
 
 class VisibilityObserver:
@@ -140,24 +140,25 @@ class VisibilityObserver:
         with self._lock:
             for txn, at in (seen or {}).items():
                 if txn in self._committed:
-                    timed.append((txn, at - self._committed.pop(txn)))
+                    commit = self._committed.pop(txn)
+                    timed.append((txn, commit, at - commit))
                 elif txn not in self._seen:
                     self._seen[txn] = at
             for txn, at in (committed or {}).items():
                 if txn in self._seen:
-                    timed.append((txn, self._seen.pop(txn) - at))
+                    timed.append((txn, at, self._seen.pop(txn) - at))
                 else:
                     self._committed[txn] = at
             if seen and len(self._seen) > 1000:
                 horizon = time.time() - FORGET_UNMATCHED_S
                 self._seen = {txn: at for txn, at in self._seen.items() if at >= horizon}
-            timed = [(txn, max(0.0, seconds)) for txn, seconds in timed]
-            self.samples += [seconds for _, seconds in timed]
+            timed = [(txn, commit, max(0.0, seconds)) for txn, commit, seconds in timed]
+            self.samples += [seconds for _, _, seconds in timed]
         if self.log is not None and timed:
             with self.log.open("a") as log:
-                log.writelines(f"{txn} {seconds:.6f}\n" for txn, seconds in timed)
+                log.writelines(f"{txn} {commit:.6f} {seconds:.6f}\n" for txn, commit, seconds in timed)
         if self.on_sample:
-            for txn, seconds in timed:
+            for txn, _, seconds in timed:
                 self.on_sample(txn, seconds)
 
     def stop(self, wait_s: float = 10.0) -> VisibilitySummary:
@@ -168,11 +169,12 @@ class VisibilityObserver:
         self._stop.set()
         self._thread.join(timeout=5)
         with self._lock:
-            return VisibilitySummary.of(self.samples, unseen=len(self._committed), left_out=self.left_out)
+            return VisibilitySummary(**percentiles(self.samples), unseen=len(self._committed), left_out=self.left_out)
 
 
-def read_log(path: Path) -> list[float]:
-    """The samples (seconds) a VisibilityObserver appended to its log, over every run that wrote it."""
+def read_log(path: Path) -> list[tuple[float, float]]:
+    """(commit time, visibility seconds) of each line a VisibilityObserver appended, over every run that wrote it."""
     if not path.exists():
         return []
-    return [float(line.split()[1]) for line in path.read_text().splitlines() if line.strip()]
+    return [(float(commit), float(seconds)) for _, commit, seconds in
+            (line.split() for line in path.read_text().splitlines() if line.strip())]

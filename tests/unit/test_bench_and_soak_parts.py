@@ -142,6 +142,18 @@ def test_soak_report_counts_survivals_and_recovery_by_kind(tmp_path):
     assert report_markdown(report).startswith("# Soak abc: FAILING"), "a running soak's report says so"
 
 
+def test_soak_visibility_goes_to_the_fault_before_each_commit(tmp_path):
+    report = _report()  # started at 0.0; kill-driver at 10 s and 30 s, pause-broker at 50 s
+    (tmp_path / "visibility.log").write_text("0:1:a 5.0 0.1\n1:4:b 15.0 0.2\n0:9:c 35.0 0.4\n*:12:d 60.0 2.0\n")
+    write_report(report, tmp_path)
+    visibility = json.loads((tmp_path / "report.json").read_text())["visibility"]
+    assert {period: figures["samples"] for period, figures in visibility.items()} == {
+        "all": 4, "before the first fault": 1, "kill-driver": 2, "pause-broker": 1}
+    assert (visibility["kill-driver"]["p50_ms"], visibility["kill-driver"]["max_ms"]) == (300.0, 400.0)
+    assert "| pause-broker | 1 | 0 | None | None | p50 2000 ms, p99 2000 ms, max 2000 ms (1 transactions) |" in (
+        tmp_path / "report.md").read_text()
+
+
 class _Page(http.server.BaseHTTPRequestHandler):
     """Answers every GET with the class's body, as the master's web UI does with its root page."""
 

@@ -167,7 +167,8 @@ class VisibilityObserver:
         while self._committed and time.monotonic() < deadline and self._thread.is_alive():
             time.sleep(0.05)
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
         with self._lock:
             return VisibilitySummary(**percentiles(self.samples), unseen=len(self._committed), left_out=self.left_out)
 

@@ -53,6 +53,8 @@ class StreamSettings(BaseModel):
     metrics_linger: float | None = None  # seconds; None: two scrape intervals when metrics_port is set
     output_json: Path | None = None
     timeout_s: float | None = None
+    observe_visibility: bool = False
+    visibility_log: Path | None = None  # implies observe_visibility
 
     @model_validator(mode="after")
     def _rules(self) -> StreamSettings:
@@ -71,6 +73,9 @@ class StreamSettings(BaseModel):
         if self.pre_register_partitions and self.sink_client == "librdkafka":
             raise SettingsError("--pre-register-partitions needs --sink-client kafka-python: librdkafka has no call"
                                 " to register partitions before the first send")
+        if self.visibility_observed and self.sink != "kafka-eos":
+            raise SettingsError("--observe-visibility and --visibility-log apply to --sink kafka-eos only (its records"
+                                " name their transaction)")
         if self.max_retries < 0:
             raise SettingsError("--max-retries must be at least 0")
         if self.metrics_linger is not None and self.metrics_linger < 0:
@@ -94,6 +99,9 @@ class StreamSettings(BaseModel):
     def client(self) -> str:
         """The Kafka client the transactional sink's producers use."""
         return self.sink_client or ("kafka-python" if self.pre_register_partitions else "librdkafka")
+    def visibility_observed(self) -> bool:
+        """Whether the driver times each transaction's visibility (streaming/visibility.py)."""
+        return self.observe_visibility or self.visibility_log is not None
 
     @property
     def checkpoint_dir(self) -> Path:

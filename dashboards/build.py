@@ -63,13 +63,19 @@ def end_to_end_throughput() -> dict:
 
 
 def overview() -> dict:
-    """End-to-end throughput, latency, commits and aborts, abort overhead, lag, sink phases."""
+    """End-to-end throughput, latency, visibility, commits and aborts, abort overhead, lag, sink phases."""
     return dashboard("eosbench-overview", "eosbench: exactly-once overview", [
         end_to_end_throughput(),
         panel("End-to-end latency (input CreateTime to output commit)", [
             ("p50 {{app_id}}", f"histogram_quantile(0.5, sum by (app_id, le) (rate(eosbench_stream_end_to_end_latency_seconds_bucket{{{APP}}}[1m])))"),
             ("p99 {{app_id}}", f"histogram_quantile(0.99, sum by (app_id, le) (rate(eosbench_stream_end_to_end_latency_seconds_bucket{{{APP}}}[1m])))"),
         ], "s", description="Merged from every task's histogram (5 % buckets)."),
+        panel("Visibility latency (commit returned to read_committed sees it)", [
+            ("p50 {{app_id}}", f"histogram_quantile(0.5, sum by (app_id, le) (rate(eosbench_stream_visibility_seconds_bucket{{{APP}}}[1m])))"),
+            ("p99 {{app_id}}", f"histogram_quantile(0.99, sum by (app_id, le) (rate(eosbench_stream_visibility_seconds_bucket{{{APP}}}[1m])))"),
+        ], "s", description="How long committed data stays invisible: from a sink transaction's commit_transaction"
+                            " returning to a read_committed reader first seeing its records (the last stable offset's"
+                            " advance). Needs --observe-visibility; the soak turns it on."),
         panel("Commits and aborts per second", [
             ("sink {{outcome}}", f"sum by (outcome) (rate(eosbench_sink_transactions_total{{{APP}}}[1m]))"),
             ("producer {{outcome}}", f"sum by (outcome) (rate(eosbench_producer_transactions_total{{{RUN}}}[1m]))"),

@@ -46,6 +46,7 @@ from conf.failures import RunFailed
 from conf.stream_settings import StreamSettings
 from streaming.checkpoint import batch_end_offsets, batch_start_offsets, pending_batch
 from streaming.interruption import stop_kept_short
+from streaming.headers import IN_TS_HEADER, SRC_HEADER, TXN_HEADER, TXN_RECORDS_HEADER, transaction_identity
 from streaming.process import TRANSFORMS, SourceSlice, arrow_columns, source_columns
 from streaming.sink_group import (
     KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES,
@@ -58,9 +59,6 @@ from streaming.sink_group import (
     scope_tag,
 )
 from streaming.stats import PHASES, STATS_SCHEMA, BatchStats, latency_histogram, stats_arrow_schema
-
-SRC_HEADER = "eos.src"
-IN_TS_HEADER = "eos.in_ts"
 
 # A retried attempt is one line on the task's stderr, which is the executor's log (the driver's in
 # local mode), in Spark's own format; without it a slow batch after a fault looks clean.
@@ -236,26 +234,39 @@ def _kept_keys(records: SourceSlice, keep_from: int) -> Iterator:
     return (key for key, offset in zip(records.keys, records.offsets) if offset >= keep_from)
 
 
-def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: int,
-                   results: list[bytes | None]) -> tuple[int, int, list[int]]:
-    """Produce one slice's results; return (records out, dead-lettered, input timestamps of those out)."""
+def _transaction_headers(plan: TaskPlan, identity: bytes, results: list[list[bytes | None]]) -> dict[str, tuple]:
+    """Per target topic, the (eos.txn, eos.txn_records) headers of one attempt: its identity and size there."""
+    dead = sum(result is None for kept in results for result in kept)
+    out = sum(len(kept) for kept in results) - dead
+    return {topic: ((TXN_HEADER, identity), (TXN_RECORDS_HEADER, str(count).encode()))
+            for topic, count in ((plan.output_topic, out), (plan.dead_letter_topic, dead))}
+
+
+def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: int, results: list[bytes | None],
+                   txn_headers: dict[str, tuple]) -> tuple[int, int, list[int]]:
+    """Produce one slice's results; return (records out, dead-lettered, input timestamps of those out).
+
+    `txn_headers` holds, per target topic, the transaction's two headers (`streaming/headers.py`),
+    built once per attempt: a record costs its own two header values and nothing more.
+    """
     produce, poll = producer.produce, producer.poll
     output, dead_letter = plan.output_topic, plan.dead_letter_topic
+    out_txn, dead_txn = txn_headers[output], txn_headers[dead_letter]
     out = dead = 0
     kept_timestamps: list[int] = []
     rows = zip(records.keys, records.values, records.offsets, records.timestamps, records.src, records.in_ts)
     kept = ((key, value, ts, src, in_ts) for key, value, offset, ts, src, in_ts in rows if offset >= keep_from)
     for (key, value, ts, src, in_ts), result in zip(kept, results):
         if result is None:
-            target, payload = dead_letter, value
+            target, payload, (txn, size) = dead_letter, value, dead_txn
             dead += 1
         else:
-            target, payload = output, result
+            target, payload, (txn, size) = output, result, out_txn
             out += 1
             kept_timestamps.append(ts)
         while True:
             try:
-                produce(target, payload, key, headers=[(SRC_HEADER, src), (IN_TS_HEADER, in_ts)])
+                produce(target, payload, key, headers=[(SRC_HEADER, src), (IN_TS_HEADER, in_ts), txn, size])
                 break
             except BufferError:
                 poll(0.005)
@@ -322,7 +333,8 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
     timings = dict.fromkeys(PHASES, 0.0)
     stats = {"records_in": sum(len(records) for records in slices), "records_out": 0, "records_dead_lettered": 0,
              "records_skipped": 0, "retries": 0, "fenced": 0, "aborted": 0, "outcome": "committed",
-             "register_round_trips": 0, "first_send_after_begin_s": 0.0, "committed_partitions": []}
+             "register_round_trips": 0, "first_send_after_begin_s": 0.0, "committed_partitions": [],
+             "txn": "", "committed_at_s": 0.0}
     latencies = np.empty(0)
     unsure: _Attempt | None = None  # the last attempt whose commit_transaction failed
     for attempt in range(plan.max_retries + 1):
@@ -357,6 +369,9 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             phase, phase_started = "produce", time.perf_counter()
             pending = [(records, committed[records.partition].offset) for records in slices]
             results = [_process(plan, records, keep_from) for records, keep_from in pending]
+            identity = transaction_identity(next(iter(to_commit))[1] if plan.txn_scope == "partition" else None,
+                                            plan.batch_id)
+            txn_headers = _transaction_headers(plan, identity, results)
             producer.begin_transaction()                                              # Step 4
             begun = time.perf_counter()
             timings["produce"] += begun - phase_started
@@ -373,7 +388,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             out = dead = skipped = 0
             kept_ts: list[int] = []
             for (records, keep_from), kept in zip(pending, results):
-                o, d, ts = _produce_slice(producer, plan, records, keep_from, kept)
+                o, d, ts = _produce_slice(producer, plan, records, keep_from, kept, txn_headers)
                 out, dead = out + o, dead + d
                 kept_ts.extend(ts)
                 skipped += len(records) - o - d
@@ -396,6 +411,8 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             timings["commit"] += time.perf_counter() - phase_started
             stats.update(records_out=out, records_dead_lettered=dead, records_skipped=skipped,
                          committed_partitions=[p for _, p in to_commit])
+            if out or dead:  # the moment commit_transaction returned, for visibility latency
+                stats.update(txn=identity.decode(), committed_at_s=commit_ms / 1000.0)
             latencies = commit_ms - np.asarray(kept_ts, dtype=np.float64)
             break
         except Exception as exc:                                                      # Step 5

@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 if __package__ in (None, ""):  # `spark-submit streaming/job.py`: make the repository importable
@@ -81,6 +81,10 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
                              " (default with --metrics-port: two scrape intervals of conf/prometheus/prometheus.yml)")
     parser.add_argument("--output-json", type=Path, metavar="FILE",
                         help="also write the summary JSON here (it is always stdout's last line; default: none)")
+    visibility = "the time from each sink commit returning to a read_committed reader seeing it"
+    parser.add_argument("--observe-visibility", action="store_true", help=f"measure {visibility} (README.md)")
+    parser.add_argument("--visibility-log", type=Path, metavar="FILE",
+                        help=f"measure {visibility}, one line per transaction in FILE (default: none)")
     parser.add_argument("--timeout-s", type=float, help="stop an interval-triggered query after this many seconds (default: run until stopped)")
 
 
@@ -147,6 +151,7 @@ class StreamSummary:
     phase_seconds: dict[str, float] = field(default_factory=dict)
     register_round_trips: int = 0
     first_send_after_begin_s: float = 0.0
+    visibility: dict | None = None  # with --observe-visibility: streaming/visibility.py's VisibilitySummary
     _latency: object = None
 
     def add(self, batch: BatchStats) -> None:
@@ -286,6 +291,16 @@ def print_batch(batch: BatchStats, out=sys.stdout) -> None:
           f" {histogram_percentile(batch.latency_counts, 0.99):.0f} ms", file=out, flush=True)
 
 
+def _visibility_observer(settings: StreamSettings, metrics):
+    """A started VisibilityObserver of the sink's topics when the settings ask for one, else None."""
+    if not settings.visibility_observed:
+        return None
+    from streaming.visibility import VisibilityObserver
+
+    return VisibilityObserver(settings.bootstrap_server, [settings.output_topic, settings.dead_letter],
+                              on_sample=metrics.visible if metrics else None, log=settings.visibility_log).start()
+
+
 def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] | None = None,
         metrics=None, echo: bool = True) -> StreamSummary:
     """Start the query, run it to its end (available-now) or its timeout, and return the totals.
@@ -303,12 +318,16 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
         metrics = StreamMetrics(settings.app_id, settings.sink)
         metrics.serve(settings.metrics_port, settings.metrics_host)
 
+    observer = _visibility_observer(settings, metrics)
+
     def batch_done(batch: BatchStats) -> None:
         summary.add(batch)
         if echo:
             print_batch(batch)
         if metrics:
             metrics.batch_done(batch)
+        if observer:
+            observer.committed(batch.commits)
         if on_batch:
             on_batch(batch)
 
@@ -337,6 +356,8 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
         finally:
             if watcher:
                 watcher.stop()
+            if observer:
+                summary.visibility = asdict(observer.stop())
     summary.seconds = time.monotonic() - started
     # Every sink's input count, with no extra Spark job (session.py keeps enough progress).
     progress = query.recentProgress

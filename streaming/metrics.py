@@ -22,6 +22,7 @@ from streaming.stats import LATENCY_BOUNDS_MS, OUTCOMES, PHASES, BatchStats
 E2E_BOUNDS_S = tuple(float(LATENCY_BOUNDS_MS[int(np.argmin(np.abs(LATENCY_BOUNDS_MS - ms)))]) / 1000
                      for ms in (10, 25, 50, 100, 250, 500, 1000, 1500, 2000, 3000, 5000, 10000, 30000, 60000))
 BATCH_BUCKETS = (0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)
+VISIBILITY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 PHASE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -73,6 +74,10 @@ class StreamMetrics:
                                         names, buckets=BATCH_BUCKETS, registry=self.registry)
         self.phase = Histogram("eosbench_sink_transaction_phase_seconds", "Time per transaction in each phase",
                                names + ["phase"], buckets=PHASE_BUCKETS, registry=self.registry)
+        self.visibility = Histogram("eosbench_stream_visibility_seconds",
+                                    "From a sink transaction's commit returning to a read_committed reader first seeing"
+                                    " its records (the last stable offset's advance)",
+                                    names, buckets=VISIBILITY_BUCKETS, registry=self.registry)
         self.aborted_ratio = Gauge("eosbench_stream_aborted_ratio",
                                    "1 - visible records / offset span, over the run", names, registry=self.registry)
         self.lag = Gauge("eosbench_stream_consumer_lag_records", "Input end offsets minus the sink group's offsets",
@@ -89,7 +94,7 @@ class StreamMetrics:
         # Every series exists from the first scrape, at zero, so rate() and increase() see the
         # whole run rather than starting at the first batch's count.
         for series in (self.input_records, self.output_records, self.dead_lettered, self.offset_span, self.batches,
-                       self.aborted_ratio, self.lag):
+                       self.aborted_ratio, self.lag, self.visibility):
             series.labels(**self.labels)
         self._visible = 0
         self._span = 0
@@ -130,6 +135,10 @@ class StreamMetrics:
         self.offset_span.labels(**self.labels).inc(span)
         self.input_records.labels(**self.labels).inc(visible)
         self._update_aborted_ratio()
+
+    def visible(self, _txn: str, seconds: float) -> None:
+        """One transaction's visibility latency (a VisibilityObserver's on_sample)."""
+        self.visibility.labels(**self.labels).observe(seconds)
 
     def verified(self, violations: int, records_checked: int) -> None:
         """Publish a verify report's outcome (the verify-failure alert watches it)."""

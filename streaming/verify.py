@@ -10,7 +10,17 @@ records fit in a few tens of megabytes; payloads are never held. Checks:
 - as a second view, the delivered keys equal the committed input's keys as multisets, counting
   each key as often as it occurs (an input may repeat keys; a set would hide a loss among them);
 - no output record stems from an aborted input (its eos.src names a committed input offset);
-- order is kept: within each (input partition, output partition) pair, eos.src offsets increase;
+- order is kept within each input partition (`reordered`): the sink writes a record to the
+  output partition its key hashes to (murmur2, as Java's producer), so the records of one input
+  partition spread over the output partitions and Kafka orders them only within each one. For
+  every (input partition, output topic-partition) pair, the records read in output-offset order
+  must name increasing input offsets in eos.src; each adjacent pair whose later record names a
+  lower input offset is one reordered pair (an equal offset is a duplicate, counted there);
+- every committed transaction is visible whole (`torn`, Jepsen's name): the transactional sink
+  stamps each record with its transaction's identity (eos.txn) and the number of records that
+  transaction wrote to the record's topic (eos.txn_records, streaming/headers.py); read
+  read_committed, each identity must show exactly that many records in the topic, and fewer is
+  a torn transaction. Records without eos.txn (the at-least-once sink's) are not judged;
 - no transaction is left hanging: last stable offset = end offset on every partition of the
   input, the output and the dead-letter topic;
 - the sink group's committed offsets equal the input's end offsets (when --app-id is given).
@@ -26,7 +36,8 @@ the same output partition (a sink task blocked after a broker kill held one open
 the three-broker soak test, and 1,194 committed records read as lost). Only then is the data
 read. Every committed input below the group's offsets must have been delivered exactly once;
 records in flight (above them) are checked for duplicates and aborted reads wherever their
-source is below the stable offsets read. An output transaction still open after
+source is below the stable offsets read, and a transaction is judged whole once one of its
+records names a source below the group's offsets (it committed them, so its markers are written). An output transaction still open after
 `stable_timeout_s` is reported as hanging. A soak verifies again and again, so its live
 verifies read through an `IncrementalIndexes`, which fetches only the records after those it
 already holds; a soak of days would otherwise re-read every topic after every fault.
@@ -42,10 +53,11 @@ import numpy as np
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from conf.client_log import CLIENT_LOG
+from streaming.headers import SRC_HEADER, TXN_HEADER, TXN_RECORDS_HEADER, attempt_token
 from streaming.sink_group import read_committed_offsets
 
 SAMPLE = 10  # ids quoted per violation in the report
-_SRC_HEADER = "eos.src"
+_INTEGER_FIELDS = ("seq", "partition", "offset", "src_partition", "src_offset", "txn", "txn_records")
 
 
 @dataclass
@@ -57,14 +69,16 @@ class TopicIndex:
     offset: np.ndarray
     src_partition: np.ndarray
     src_offset: np.ndarray
+    txn: np.ndarray  # eos.txn's attempt token, -1 without the header
+    txn_records: np.ndarray  # eos.txn_records, 0 without the header
     end_offsets: dict[int, int]
+    txn_names: dict[int, str] = field(default_factory=dict)  # attempt token -> eos.txn, for the report
 
     @classmethod
     def concatenated(cls, earlier: TopicIndex, later: TopicIndex) -> TopicIndex:
         """One index of the records of two reads, with the later read's end offsets."""
-        return cls(*(np.concatenate((getattr(earlier, name), getattr(later, name)))
-                     for name in ("seq", "partition", "offset", "src_partition", "src_offset")),
-                   later.end_offsets)
+        return cls(*(np.concatenate((getattr(earlier, name), getattr(later, name))) for name in _INTEGER_FIELDS),
+                   later.end_offsets, {**earlier.txn_names, **later.txn_names})
 
     def next_offsets(self) -> dict[int, int]:
         """Per partition, the offset after the last record held."""
@@ -75,10 +89,10 @@ class TopicIndex:
     def below(self, offsets: dict[int, int]) -> TopicIndex:
         """Keep only the records under a per-partition offset bound."""
         keep = self.offset < _bounds(self.partition, offsets)
-        with_src = self.src_offset.size == self.seq.size  # indexes read without eos.src have empty src arrays
-        return TopicIndex(self.seq[keep], self.partition[keep], self.offset[keep],
-                          self.src_partition[keep] if with_src else self.src_partition,
-                          self.src_offset[keep] if with_src else self.src_offset, self.end_offsets)
+        # indexes read without the eos headers have empty header arrays
+        return TopicIndex(*(values[keep] if values.size == self.seq.size else values
+                            for values in (getattr(self, name) for name in _INTEGER_FIELDS)),
+                          self.end_offsets, self.txn_names)
 
 
 def _consumer(bootstrap: str, isolation: str) -> Consumer:
@@ -92,7 +106,8 @@ def read_index(bootstrap: str, topic: str, isolation: str, with_src: bool, timeo
     """Read a topic to its end at one isolation level (from start_offsets, else the start), keeping integers."""
     start = start_offsets or {}
     consumer = _consumer(bootstrap, isolation)
-    seqs, partitions, offsets, src_partitions, src_offsets = [], [], [], [], []
+    seqs, partitions, offsets, src_partitions, src_offsets, txns, txn_records = [], [], [], [], [], [], []
+    txn_names: dict[int, str] = {}
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if metadata is None or metadata.error is not None:
@@ -131,15 +146,25 @@ def read_index(bootstrap: str, topic: str, isolation: str, with_src: bool, timeo
                 partitions.append(partition)
                 offsets.append(offset)
                 if with_src:
-                    src = dict(message.headers() or []).get(_SRC_HEADER, b"::-1")
-                    _, src_p, src_off = src.decode().rsplit(":", 2)
+                    headers = dict(message.headers() or [])
+                    _, src_p, src_off = headers.get(SRC_HEADER, b"::-1").decode().rsplit(":", 2)
                     src_partitions.append(int(src_p) if src_p else -1)
                     src_offsets.append(int(src_off))
+                    identity = headers.get(TXN_HEADER)
+                    if identity is None:
+                        txns.append(-1)
+                        txn_records.append(0)
+                    else:
+                        token = attempt_token(identity)
+                        txns.append(token)
+                        txn_records.append(int(headers[TXN_RECORDS_HEADER]))
+                        if token not in txn_names:
+                            txn_names[token] = identity.decode()
     finally:
         consumer.close()
     as_array = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
-    return TopicIndex(as_array(seqs), as_array(partitions), as_array(offsets), as_array(src_partitions),
-                      as_array(src_offsets), ends)
+    return TopicIndex(*(as_array(values) for values in (seqs, partitions, offsets, src_partitions, src_offsets,
+                                                        txns, txn_records)), ends, txn_names)
 
 
 class IncrementalIndexes:
@@ -206,10 +231,12 @@ class VerifyReport:
     aborted_reads: int = 0  # delivered records whose eos.src names an input offset that is no committed record
     key_surplus: int = 0  # second view: deliveries of a key beyond the times the input holds it
     key_deficit: int = 0  # second view: times an input key occurs beyond its deliveries
-    order_violations: int = 0
+    reordered: int = 0  # adjacent pairs of one input partition, in one output partition, whose input offset falls
+    transactions_checked: int = 0  # committed sink transactions judged all-or-nothing (by eos.txn)
+    torn: int = 0  # of those, transactions with fewer records visible in a topic than eos.txn_records declares
     hanging_partitions: list[str] = field(default_factory=list)
     group_offset_mismatches: list[str] = field(default_factory=list)
-    samples: dict[str, list[int]] = field(default_factory=dict)
+    samples: dict[str, list] = field(default_factory=dict)  # record ids; eos.txn values for torn
     violations: list[str] = field(default_factory=list)
     ok: bool = True
 
@@ -230,15 +257,34 @@ def _pack(partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
     return (partition.astype(np.int64) << 40) | offset.astype(np.int64)
 
 
-def _order_violations(output: TopicIndex) -> int:
-    """Count places where eos.src offsets go backwards within an (input, output) partition pair."""
-    if output.seq.size < 2:
-        return 0
-    order = np.lexsort((output.offset, output.partition, output.src_partition))
-    pair = _pack(output.src_partition[order], output.partition[order])
-    src = output.src_offset[order]
-    same_pair = pair[1:] == pair[:-1]
-    return int(np.count_nonzero(same_pair & (src[1:] <= src[:-1])))
+def reordered_pairs(topic: TopicIndex) -> np.ndarray:
+    """The ids of records whose eos.src offset is below the one before them in their (input, output) partition pair.
+
+    The module docstring defines the check: one topic's records, grouped by input partition and
+    output partition, in output-offset order.
+    """
+    if topic.seq.size < 2:
+        return topic.seq[:0]
+    order = np.lexsort((topic.offset, topic.partition, topic.src_partition))
+    pair = _pack(topic.src_partition[order], topic.partition[order])
+    src = topic.src_offset[order]
+    falls = np.concatenate(([False], (pair[1:] == pair[:-1]) & (src[1:] < src[:-1])))
+    return topic.seq[order][falls]
+
+
+def torn_transactions(topic: TopicIndex, settled: np.ndarray) -> tuple[int, list[str]]:
+    """(transactions judged, eos.txn of the torn ones) in one topic read read_committed.
+
+    A transaction is judged when one of its records is `settled` (all of them, in a final
+    verify); it is torn when it shows fewer records than its eos.txn_records header declares.
+    """
+    stamped = topic.txn >= 0
+    tokens, first, inverse, visible = np.unique(topic.txn[stamped], return_index=True, return_inverse=True,
+                                                return_counts=True)
+    judged = np.zeros(tokens.size, dtype=bool)
+    np.logical_or.at(judged, inverse, settled[stamped])
+    torn = judged & (visible < topic.txn_records[stamped][first])
+    return int(np.count_nonzero(judged)), sorted(topic.txn_names[int(token)] for token in tokens[torn])
 
 
 def verify(bootstrap: str, input_topic: str, output_topic: str, app_id: str | None = None,
@@ -284,7 +330,15 @@ def verify(bootstrap: str, input_topic: str, output_topic: str, app_id: str | No
     # whose source is below the group's offsets.
     _judge_keys(report, delivered.seq[judged & _below(delivered.src_partition, delivered.src_offset, cutoff)],
                 expected.seq)
-    report.order_violations = _order_violations(out)
+    written = [out, dead] if dead is not None else [out]
+    reordered = np.concatenate([reordered_pairs(topic) for topic in written])
+    report.reordered, report.samples["reordered"] = int(reordered.size), reordered[:SAMPLE].tolist()
+    torn: list[str] = []
+    for topic in written:
+        checked, torn_here = torn_transactions(topic, _below(topic.src_partition, topic.src_offset, cutoff))
+        report.transactions_checked += checked
+        torn += torn_here
+    report.torn, report.samples["torn"] = len(torn), torn[:SAMPLE]
 
     if live:
         return _conclude(report)
@@ -343,7 +397,7 @@ def _judge_keys(report: VerifyReport, delivered_keys: np.ndarray, expected_keys:
 def _conclude(report: VerifyReport) -> VerifyReport:
     for name, count in (("duplicates", report.duplicates), ("lost", report.lost), ("unexpected", report.unexpected),
                         ("aborted_reads", report.aborted_reads), ("key_surplus", report.key_surplus),
-                        ("key_deficit", report.key_deficit), ("order_violations", report.order_violations)):
+                        ("key_deficit", report.key_deficit), ("reordered", report.reordered), ("torn", report.torn)):
         if count:
             report.violations.append(f"{name}: {count}")
     report.violations += [f"hanging: {h}" for h in report.hanging_partitions]

@@ -1,7 +1,7 @@
 """The soak's verification while the pipeline runs: after every fault, and once more at the end.
 
 After a fault, `verify(live=True)` checks the stable prefix, reading only the records written since
-the last round (it keeps the integers it has read, 64 bytes a record, input and output together,
+the last round (it keeps the integers it has read, 80 bytes a record, input and output together,
 so a soak of days never re-reads its topics), and every transaction open at that moment must then
 end. At the end, once the producer
 is fenced and the stream has drained its input, the full verifier reads everything afresh.

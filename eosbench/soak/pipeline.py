@@ -25,6 +25,7 @@ from eosbench.local.spark_cluster import StandaloneCluster
 from eosbench.soak.options import SoakOptions
 from streaming import job
 
+VISIBILITY_LOG = "visibility.log"
 CRASH_LOOP_WINDOW_S = 180
 CRASH_LOOP_DEATHS = 5
 
@@ -40,6 +41,7 @@ class Pipeline:
         self.app_id = f"soak-{run_id}"
         self.producer_id = f"soak.{run_id}.producer"
         self.checkpoint = output_dir / f"checkpoint-{run_id}"
+        self.visibility_log = output_dir / VISIBILITY_LOG  # every launch of the stream appends to it
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
         self.producer = Child("producer", output_dir / "logs", env)
         self.stream = Child("stream", output_dir / "logs", env)
@@ -72,6 +74,7 @@ class Pipeline:
                 "--trigger", "1 second", "--starting-offsets", "group",
                 "--max-offsets-per-trigger", str(o.max_offsets_per_trigger),
                 "--metrics-port", str(o.metrics_port + 1), "--metrics-linger", "0",
+                "--visibility-log", str(self.visibility_log),
                 "--producer-props", "transaction.timeout.ms=30000"]
 
     def start(self, child: Child) -> None:

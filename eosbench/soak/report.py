@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from eosbench.console.plots import soak_timeline_png
+from eosbench.soak.pipeline import VISIBILITY_LOG
+from streaming.visibility import percentiles, read_log
 
 
 @dataclass
@@ -46,6 +48,19 @@ class SoakReport:
     violations: list[str] = field(default_factory=list)
     timeline: list[tuple[float, int]] = field(default_factory=list)
     finished: bool = False  # False in the report rewritten after every round of a running soak
+    # Visibility latency (streaming/visibility.py): over the whole soak, before the first fault, and
+    # for each fault kind over the transactions committed from its injection to the next fault.
+    visibility: dict = field(default_factory=dict)
+
+    def time_visibility(self, samples: list[tuple[float, float]]) -> None:
+        """Fill `visibility` from (commit wall time, seconds) samples, each given to the fault before its commit."""
+        starts = [self.started_at + f.at_s for f in self.faults]
+        periods: dict[str, list[float]] = {}
+        for committed_at, seconds in samples:
+            before = [f for f, start in zip(self.faults, starts) if start <= committed_at]
+            periods.setdefault(before[-1].kind if before else "before the first fault", []).append(seconds)
+        self.visibility = {"all": percentiles([seconds for _, seconds in samples]),
+                           **{period: percentiles(seconds) for period, seconds in sorted(periods.items())}}
 
     @property
     def ok(self) -> bool:
@@ -79,6 +94,7 @@ class SoakReport:
 def write_report(report: SoakReport, output_dir: Path) -> None:
     """Write report.json, report.md and timeline.png into the output folder."""
     output_dir.mkdir(parents=True, exist_ok=True)
+    report.time_visibility(read_log(output_dir / VISIBILITY_LOG))
     (output_dir / "report.json").write_text(report.to_json())
     soak_timeline_png(report.timeline, [(f.at_s, f.kind, f.recovery_s) for f in report.faults],
                       output_dir / "timeline.png", f"soak {report.run_id}: committed input offsets per second")
@@ -98,11 +114,14 @@ def report_markdown(report: SoakReport) -> str:
              f" {final.get('output_committed', 0):,} output records, {final.get('input_aborted', 0):,} aborted"
              f" input records hidden, {final.get('output_aborted_hidden', 0):,} aborted output records hidden",
              f"- unplanned restarts: {report.restarts or 'none'}",
-             f"- violations: {len(report.violations)}", "",
-             "| fault | injected | survived | recovery median (s) | recovery max (s) |", "|---|---|---|---|---|"]
+             f"- violations: {len(report.violations)}",
+             f"- visibility latency (commit returned to read_committed sees it): {_visibility(report, 'all')};"
+             f" before the first fault: {_visibility(report, 'before the first fault')}", "",
+             "| fault | injected | survived | recovery median (s) | recovery max (s) | visibility until the next fault |",
+             "|---|---|---|---|---|---|"]
     for kind, entry in sorted(report.by_kind().items()):
         lines.append(f"| {kind} | {entry['injected']} | {entry['survived']} | {entry['recovery_median_s']} |"
-                     f" {entry['recovery_max_s']} |")
+                     f" {entry['recovery_max_s']} | {_visibility(report, kind)} |")
     lines += ["", "![timeline](timeline.png)", "", "## Rounds", "",
               "| # | at (s) | fault | what was done | recovery (s) | records checked | verify |",
               "|---|---|---|---|---|---|---|"]
@@ -112,3 +131,12 @@ def report_markdown(report: SoakReport) -> str:
     if report.violations:
         lines += ["", "## Violations", ""] + [f"- {v}" for v in report.violations]
     return "\n".join(lines) + "\n"
+
+
+def _visibility(report: SoakReport, period: str) -> str:
+    """One period's visibility figures in a few words."""
+    figures = report.visibility.get(period)
+    if not figures or not figures["samples"]:
+        return "no samples"
+    return (f"p50 {figures['p50_ms']:.0f} ms, p99 {figures['p99_ms']:.0f} ms, max {figures['max_ms']:.0f} ms"
+            f" ({figures['samples']:,} transactions)")

@@ -60,7 +60,7 @@ def monitored_run(prometheus, bootstrap, spark, tmp_path_factory):
                        metrics_port=PRODUCER_METRICS_PORT, throughput=2_000)
     settings = StreamSettings(input_topic=source, output_topic=sink, bootstrap_server=bootstrap, app_id="monitored",
                               checkpoint=folder / "checkpoint", max_offsets_per_trigger=1_000,
-                              metrics_port=STREAM_METRICS_PORT)
+                              metrics_port=STREAM_METRICS_PORT, observe_visibility=True)
     metrics = StreamMetrics(settings.app_id, settings.sink)
     metrics.serve(STREAM_METRICS_PORT, "127.0.0.1")
     streamed = job.run(spark, settings, metrics=metrics)

@@ -55,6 +55,9 @@ def assert_clean(report: dict, tmp_path: Path) -> None:
     assert final["input_committed"] == final["output_committed"] + final["dead_lettered"] > 0
     assert final["input_aborted"] > 0, "the producer's aborted transactions must be in the input"
     assert final["hanging_partitions"] == [] and final["group_offset_mismatches"] == []
+    assert final["torn"] == final["reordered"] == 0 and final["transactions_checked"] > 0
+    seen = report["visibility"]["all"]  # the stream's visibility log, over every launch
+    assert seen["samples"] > 0 and 0 <= seen["p50_ms"] <= seen["p99_ms"] <= seen["max_ms"]
     for fault in report["faults"]:
         assert fault["records_checked"] > 0 and fault["violations"] == []
     for name in ("report.json", "report.md", "timeline.png"):

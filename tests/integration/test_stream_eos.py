@@ -43,6 +43,7 @@ def assert_exactly_once(bootstrap: str, settings: StreamSettings, expect_dead: i
     """The verifier finds nothing, and every committed input id arrived exactly once."""
     report = verify(bootstrap, settings.input_topic, settings.output_topic, settings.app_id, settings.dead_letter)
     assert report.violations == []
+    assert report.torn == report.reordered == 0 and report.transactions_checked > 0, "judged whole, and in order"
     assert report.output_committed + report.dead_lettered == report.input_committed
     assert report.dead_lettered == expect_dead
     assert report.input_aborted > 0, "the input must hold aborted transactions for this to mean anything"
@@ -267,13 +268,16 @@ def test_job_runs_under_plain_spark_submit(bootstrap, pipeline):
     assert_exactly_once(bootstrap, settings)
 
 
-def test_driver_metrics_agree_with_the_run_and_the_verifier(bootstrap, spark, pipeline):
+def test_driver_metrics_agree_with_the_run_and_the_verifier(bootstrap, spark, pipeline, tmp_path):
     import urllib.request
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    settings = pipeline(metrics_port=19501)
-    summary = job.run(spark, settings)
+    from streaming.visibility import read_log
+
+    settings = pipeline(metrics_port=19501, visibility_log=tmp_path / "visibility.log")
+    commits = []
+    summary = job.run(spark, settings, on_batch=lambda batch: commits.extend(batch.commits))
     report = verify(bootstrap, settings.input_topic, settings.output_topic, settings.app_id)
     text = urllib.request.urlopen("http://127.0.0.1:19501/metrics", timeout=5).read().decode()
     checked = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
@@ -288,6 +292,16 @@ def test_driver_metrics_agree_with_the_run_and_the_verifier(bootstrap, spark, pi
     assert samples[("eosbench_stream_consumer_lag_records", ())] == 0
     assert samples[("eosbench_sink_transactions_total", (("outcome", "committed"),))] == summary.outcomes["committed"]
     assert samples[("eosbench_stream_end_to_end_latency_seconds_count", ())] == summary.records_out
+    # Every commit that wrote records and returned once the observer was reading was seen, once.
+    visibility = summary.visibility
+    assert len({txn for txn, _ in commits}) == len(commits) > 0
+    assert visibility["unseen"] == 0 and visibility["samples"] + visibility["left_out"] == len(commits)
+    assert visibility["samples"] > 0 and visibility["left_out"] <= 3, "only the first batch's can precede the observer"
+    logged = read_log(settings.visibility_log)
+    assert len(logged) == visibility["samples"] and all(0 <= seconds < 10 for _, seconds in logged)
+    assert sorted(commit for commit, _ in logged) == pytest.approx(sorted(at for _, at in commits)[visibility["left_out"]:],
+                                                                   abs=1e-5)
+    assert samples[("eosbench_stream_visibility_seconds_count", ())] == visibility["samples"]
 
 
 def _markers(bootstrap: str, topic: str) -> int:

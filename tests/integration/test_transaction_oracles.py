@@ -183,3 +183,38 @@ def test_a_live_verify_waits_for_an_output_transaction_that_holds_committed_outp
     assert time.monotonic() - started >= 2.0
     assert waited.violations == [] and waited.hanging_partitions == []
     assert waited.input_committed == waited.output_committed == 10 and waited.lost == waited.duplicates == 0
+
+
+def test_verify_catches_a_planted_torn_transaction_and_a_reordered_pair(bootstrap, new_topic):
+    """Jepsen's torn transaction (committed, but fewer records than it declares) and a pair of one
+    input partition written out of input order, both planted straight into the output."""
+    import json
+    import subprocess
+    import sys
+
+    from streaming.headers import transaction_identity
+    from streaming.verify import verify
+
+    source, sink = new_topic(), new_topic()
+    transaction(transactional_producer(bootstrap, f"{source}.tx"), source, range(6))  # offsets 0-5
+    writer = transactional_producer(bootstrap, f"{sink}.planted")
+    whole, torn, reordering = (transaction_identity(0, batch) for batch in (0, 1, 2))
+    for identity, declared, offsets in ((whole, 2, (0, 1)), (torn, 3, (2, 3)), (reordering, 2, (5, 4))):
+        writer.begin_transaction()
+        for offset in offsets:
+            writer.produce(sink, key=str(offset).encode(), value=b"v",
+                           headers=[("eos.src", f"{source}:0:{offset}".encode()), ("eos.txn", identity),
+                                    ("eos.txn_records", str(declared).encode())])
+        writer.commit_transaction(30)
+
+    report = verify(bootstrap, source, sink)
+    assert (report.transactions_checked, report.torn, report.samples["torn"]) == (3, 1, [torn.decode()])
+    assert (report.reordered, report.samples["reordered"]) == (1, [4])
+    assert report.lost == report.duplicates == report.aborted_reads == 0
+    assert report.violations == ["reordered: 1", "torn: 1"] and not report.ok
+
+    cli = subprocess.run([sys.executable, "-m", "eosbench.cli", "verify", "--bootstrap-server", bootstrap,
+                          "--input-topic", source, "--output-topic", sink], capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 1
+    assert cli.stderr.strip().splitlines()[-1] == "eosbench: verify failed: reordered: 1; torn: 1"
+    assert json.loads(cli.stdout)["samples"]["torn"] == [torn.decode()]

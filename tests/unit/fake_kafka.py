@@ -146,6 +146,7 @@ class FakeTransactionalProducer:
     def __init__(self, cluster: FakeCluster, config: dict):
         self.cluster, self.config = cluster, config
         self.records: list[tuple[str, bytes]] = []
+        self.sent_headers: list[tuple[str, dict]] = []  # (topic, headers) of every record, every transaction
         self.offsets: list = []
         self.commits = 0
 
@@ -162,6 +163,7 @@ class FakeTransactionalProducer:
     def produce(self, topic, value=None, key=None, headers=None):
         """Queue one record."""
         self.records.append((topic, key))
+        self.sent_headers.append((topic, dict(headers or [])))
 
     def poll(self, timeout=0):
         """Nothing to serve."""

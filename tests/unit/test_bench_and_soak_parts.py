@@ -84,6 +84,7 @@ def test_java_string_hash_matches_java():
 def test_live_bounds_keep_only_records_below_each_partitions_offset():
     index = TopicIndex(seq=np.array([10, 11, 12, 13]), partition=np.array([0, 0, 1, 1]), offset=np.array([0, 5, 0, 7]),
                        src_partition=np.array([], dtype=np.int64), src_offset=np.array([], dtype=np.int64),
+                       txn=np.array([], dtype=np.int64), txn_records=np.array([], dtype=np.int64),
                        end_offsets={0: 6, 1: 8})
     below = index.below({0: 5, 1: 8})
     assert below.seq.tolist() == [10, 12, 13]
@@ -92,7 +93,7 @@ def test_live_bounds_keep_only_records_below_each_partitions_offset():
 
 def _index(seq, partition, offset, ends) -> TopicIndex:
     as_array = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
-    return TopicIndex(as_array(seq), as_array(partition), as_array(offset), as_array([]), as_array([]), ends)
+    return TopicIndex(as_array(seq), as_array(partition), as_array(offset), *(as_array([]),) * 4, ends)
 
 
 def test_incremental_indexes_read_from_after_the_last_record_held_and_append(monkeypatch):
@@ -139,6 +140,18 @@ def test_soak_report_counts_survivals_and_recovery_by_kind(tmp_path):
     assert (tmp_path / "timeline.png").read_bytes()[:4] == b"\x89PNG"
     report.finished = False
     assert report_markdown(report).startswith("# Soak abc: FAILING"), "a running soak's report says so"
+
+
+def test_soak_visibility_goes_to_the_fault_before_each_commit(tmp_path):
+    report = _report()  # started at 0.0; kill-driver at 10 s and 30 s, pause-broker at 50 s
+    (tmp_path / "visibility.log").write_text("0:1:a 5.0 0.1\n1:4:b 15.0 0.2\n0:9:c 35.0 0.4\n*:12:d 60.0 2.0\n")
+    write_report(report, tmp_path)
+    visibility = json.loads((tmp_path / "report.json").read_text())["visibility"]
+    assert {period: figures["samples"] for period, figures in visibility.items()} == {
+        "all": 4, "before the first fault": 1, "kill-driver": 2, "pause-broker": 1}
+    assert (visibility["kill-driver"]["p50_ms"], visibility["kill-driver"]["max_ms"]) == (300.0, 400.0)
+    assert "| pause-broker | 1 | 0 | None | None | p50 2000 ms, p99 2000 ms, max 2000 ms (1 transactions) |" in (
+        tmp_path / "report.md").read_text()
 
 
 class _Page(http.server.BaseHTTPRequestHandler):

@@ -5,6 +5,7 @@ read, and clients kept per cluster. Exactly-once itself is proven on the real br
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -37,7 +38,7 @@ def plan_for(bootstrap: str = "fake:9092", **overrides) -> eos_sink.TaskPlan:
 def records(offsets: range) -> SourceSlice:
     """A slice of in[0] with these offsets, created a second ago."""
     keys = [str(o).encode() for o in offsets]
-    now_ms = int(__import__("time").time() * 1000) - 1000
+    now_ms = int(time.time() * 1000) - 1000
     return SourceSlice(keys=keys, values=keys, offsets=list(offsets), timestamps=[now_ms] * len(keys),
                        src=[f"in:0:{o}".encode() for o in offsets], in_ts=[str(now_ms).encode()] * len(keys),
                        topic="in", partition=0)
@@ -118,3 +119,27 @@ def test_a_landed_commit_is_recognised_even_after_a_failed_attempt_between(clust
     stats = eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     assert sum(p.commits for p in cluster.producers) == 1, "the slice is written once"
     assert stats["outcome"] == "committed" and stats["retries"] == 2 and stats["records_out"] == 8
+
+
+def test_every_record_names_its_attempt_and_the_attempts_size_in_its_topic(cluster):
+    cluster.commit_faults = ["fenced"]  # the first attempt is fenced at its commit; the second commits
+    poisoned = records(range(0, 8))
+    poisoned.values[3] = b"POISON"
+    before = time.time()
+    stats = eos_sink.run_transaction(plan_for(batch_id=7), "app.in.0", [poisoned], {("in", 0): 10})
+    first, second = ([headers for _, headers in p.sent_headers] for p in cluster.producers)
+    assert len(first) == len(second) == 8
+    assert {h["eos.txn"] for h in first} != {h["eos.txn"] for h in second}, "a retry is a new identity"
+    for attempt in (first, second):
+        (identity,) = {h["eos.txn"] for h in attempt}
+        assert identity.decode().split(":")[:2] == ["0", "7"] and len(identity.decode().split(":")[2]) == 15
+    sizes = [(topic, headers["eos.txn_records"]) for topic, headers in cluster.producers[1].sent_headers]
+    assert sorted(set(sizes)) == [("out", b"7"), ("out.dlq", b"1")]
+    assert stats["txn"] == second[0]["eos.txn"].decode()
+    assert before <= stats["committed_at_s"] <= time.time()
+
+
+def test_a_commit_found_landed_reports_no_commit_time(cluster):
+    cluster.commit_faults = ["timeout-after-landing"]  # when the commit really returned is unknown
+    stats = eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    assert stats["outcome"] == "committed" and (stats["txn"], stats["committed_at_s"]) == ("", 0.0)

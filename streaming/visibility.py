@@ -1,0 +1,181 @@
+"""Visibility latency: from `commit_transaction` returning to a read_committed reader first seeing the records.
+
+A transaction's records become visible when the transaction markers are written and each output
+partition's last stable offset (LSO) moves past them; Kafka's coordinator answers EndTxn before
+it writes the markers, so a commit that has returned can stay invisible, and under faults (a
+broker killed or paused between the two) for long. Two clocks meet here:
+
+- the commit side: every sink transaction that wrote records reports the wall-clock time at which
+  its `commit_transaction` returned, beside its `eos.txn` identity (`BatchStats.commits`). A
+  header cannot carry it: a header is written before the commit, the wrong moment. A commit
+  whose return was lost (the retry found it landed) reports nothing: its moment is unknown;
+- the reader side: a `VisibilityObserver` in the driver reads the output and the dead-letter
+  topic read_committed from their ends, and notes the wall-clock time at which it first receives
+  a record of each `eos.txn`. Its fetches wait at most `FETCH_WAIT_MS` at the broker, which
+  bounds how late it can notice a record. Both clocks are the one machine's wall clock in a
+  local run; across machines, their offset adds to every sample.
+
+A transaction is timed when both sides have reported, in either order (the driver hears of a
+commit only when its batch ends, often after the records were seen). A record seen before its
+commit call returned (the reader won the race with the committing thread) counts as 0 s.
+Transactions committed before the observer was reading (and for `READY_MARGIN_S` after) are left
+out: it may have missed them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from confluent_kafka import Consumer, TopicPartition
+
+from conf.client_log import CLIENT_LOG
+from streaming.headers import TXN_HEADER
+
+FETCH_WAIT_MS = 10
+READY_MARGIN_S = 1.0
+# A record seen whose commit is never reported (the driver died first) is forgotten after this long.
+FORGET_UNMATCHED_S = 600.0
+
+
+def percentiles(seconds: list[float]) -> dict:
+    """{samples, p50_ms, p99_ms, max_ms} of visibility samples given in seconds (zeros without any)."""
+    if not seconds:
+        return {"samples": 0, "p50_ms": 0.0, "p99_ms": 0.0, "max_ms": 0.0}
+    ms = np.asarray(seconds) * 1000
+    return {"samples": len(seconds), "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
+            "max_ms": float(ms.max())}
+
+
+@dataclass
+class VisibilitySummary:
+    """The samples of one run: how many, their p50/p99, and how many commits were never seen."""
+
+    samples: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    unseen: int  # commits reported but no record seen before the observer stopped
+    left_out: int  # commits reported that returned before the observer was reading (READY_MARGIN_S)
+
+
+class VisibilityObserver:
+    """Times each committed sink transaction's first visibility to a read_committed reader (module docstring)."""
+
+    def __init__(self, bootstrap: str, topics: list[str], on_sample: Callable[[str, float], None] | None = None,
+                 log: Path | None = None):
+        self.bootstrap, self.topics, self.on_sample, self.log = bootstrap, topics, on_sample, log
+        self.samples: list[float] = []
+        self.left_out = 0
+        self._seen: dict[str, float] = {}  # eos.txn -> when first received, awaiting its commit time
+        self._committed: dict[str, float] = {}  # eos.txn -> when its commit returned, awaiting its records
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self.ready_at = float("inf")  # wall clock once every partition is positioned at its end
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._read, name="eosbench-visibility", daemon=True)
+
+    def start(self, timeout_s: float = 60.0) -> VisibilityObserver:
+        """Start reading from the topics' current ends; return once positioned."""
+        self._thread.start()
+        if not self._ready.wait(timeout_s):
+            raise TimeoutError(f"the visibility observer could not position itself on {self.topics} in {timeout_s:g} s")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _read(self) -> None:
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "eosbench-visibility",
+                             "isolation.level": "read_committed", "enable.auto.commit": False,
+                             "fetch.wait.max.ms": FETCH_WAIT_MS}, logger=CLIENT_LOG)
+        try:
+            assignment = []
+            for topic in self.topics:
+                for p in consumer.list_topics(topic, timeout=30).topics[topic].partitions:
+                    # a read_committed client's high watermark is the last stable offset
+                    stable = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
+                    assignment.append(TopicPartition(topic, p, stable))
+            consumer.assign(assignment)
+            # A transaction whose markers were written just before the stable offsets were read
+            # lies below them, although its commit call may return a little later; the margin
+            # keeps such a transaction out rather than count it as never seen.
+            self.ready_at = time.time() + READY_MARGIN_S
+        except BaseException as exc:  # handed to start()
+            self._error = exc
+            self._ready.set()
+            consumer.close()
+            return
+        self._ready.set()
+        try:
+            while not self._stop.is_set():
+                messages = consumer.consume(10_000, timeout=0.05)
+                received = time.time()
+                first_seen = {}
+                for message in messages:
+                    if message.error() is not None:
+                        continue  # a passing fetch error; the reader carries on
+                    for name, value in message.headers() or ():
+                        if name == TXN_HEADER:
+                            first_seen.setdefault(value.decode(), received)
+                            break
+                if first_seen:
+                    self._match(seen=first_seen)
+        finally:
+            consumer.close()
+
+    def committed(self, commits: Iterable[tuple[str, float]]) -> None:
+        """Report commits: (eos.txn, wall-clock seconds when commit_transaction returned)."""
+        commits = list(commits)
+        timed = {txn: at for txn, at in commits if at >= self.ready_at}
+        self.left_out += len(commits) - len(timed)
+        self._match(committed=timed)
+
+    def _match(self, seen: dict[str, float] | None = None, committed: dict[str, float] | None = None) -> None:
+        timed = []
+        with self._lock:
+            for txn, at in (seen or {}).items():
+                if txn in self._committed:
+                    commit = self._committed.pop(txn)
+                    timed.append((txn, commit, at - commit))
+                elif txn not in self._seen:
+                    self._seen[txn] = at
+            for txn, at in (committed or {}).items():
+                if txn in self._seen:
+                    timed.append((txn, at, self._seen.pop(txn) - at))
+                else:
+                    self._committed[txn] = at
+            if seen and len(self._seen) > 1000:
+                horizon = time.time() - FORGET_UNMATCHED_S
+                self._seen = {txn: at for txn, at in self._seen.items() if at >= horizon}
+            timed = [(txn, commit, max(0.0, seconds)) for txn, commit, seconds in timed]
+            self.samples += [seconds for _, _, seconds in timed]
+        if self.log is not None and timed:
+            with self.log.open("a") as log:
+                log.writelines(f"{txn} {commit:.6f} {seconds:.6f}\n" for txn, commit, seconds in timed)
+        if self.on_sample:
+            for txn, _, seconds in timed:
+                self.on_sample(txn, seconds)
+
+    def stop(self, wait_s: float = 10.0) -> VisibilitySummary:
+        """Wait up to `wait_s` for the commits reported to become visible, stop reading, and summarise."""
+        deadline = time.monotonic() + wait_s
+        while self._committed and time.monotonic() < deadline and self._thread.is_alive():
+            time.sleep(0.05)
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        with self._lock:
+            return VisibilitySummary(**percentiles(self.samples), unseen=len(self._committed), left_out=self.left_out)
+
+
+def read_log(path: Path) -> list[tuple[float, float]]:
+    """(commit time, visibility seconds) of each line a VisibilityObserver appended, over every run that wrote it."""
+    if not path.exists():
+        return []
+    return [(float(commit), float(seconds)) for _, commit, seconds in
+            (line.split() for line in path.read_text().splitlines() if line.strip())]

@@ -1,0 +1,60 @@
+"""The verifier's pure checks on hand-made indexes: torn transactions and reordered pairs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from streaming.headers import attempt_token, transaction_identity
+from streaming.verify import TopicIndex, reordered_pairs, torn_transactions
+
+A, B, C = "0:3:00000000000000a", "1:3:00000000000000b", "*:4:00000000000000c"
+
+
+def output(rows: list[tuple], names: tuple[str, ...] = (A, B, C)) -> TopicIndex:
+    """An output topic's index from (seq, partition, offset, src partition, src offset, eos.txn or None, size)."""
+    columns = list(zip(*rows)) if rows else [()] * 7
+    tokens = [attempt_token(name.encode()) if name else -1 for name in columns[5]]
+    as_array = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
+    return TopicIndex(*(as_array(c) for c in columns[:5]), as_array(tokens), as_array(columns[6]), {},
+                      {attempt_token(name.encode()): name for name in names})
+
+
+def test_a_transaction_with_fewer_records_than_declared_is_torn_and_named():
+    index = output([(1, 0, 0, 0, 0, A, 2), (2, 1, 0, 0, 1, A, 2),  # whole: 2 of 2, over two output partitions
+                    (3, 0, 1, 1, 0, B, 3), (4, 0, 2, 1, 1, B, 3),  # torn: 2 of 3
+                    (5, 1, 1, 2, 0, None, 0)])  # no eos.txn (the at-least-once sink): not judged
+    assert torn_transactions(index, np.ones(5, dtype=bool)) == (2, [B])
+
+
+def test_a_transaction_is_judged_once_any_of_its_records_is_settled():
+    index = output([(1, 0, 0, 0, 0, A, 2), (3, 0, 1, 1, 0, B, 3), (4, 0, 2, 1, 1, B, 3)])
+    assert torn_transactions(index, np.array([False, False, False])) == (0, [])
+    assert torn_transactions(index, np.array([False, False, True])) == (1, [B])
+
+
+def test_an_extra_copy_of_a_record_is_a_duplicate_not_a_torn_transaction():
+    index = output([(1, 0, 0, 0, 0, A, 1), (1, 0, 1, 0, 0, A, 1)])
+    assert torn_transactions(index, np.ones(2, dtype=bool)) == (1, [])
+
+
+def test_an_empty_topic_has_nothing_to_judge():
+    assert torn_transactions(output([]), np.zeros(0, dtype=bool)) == (0, [])
+    assert reordered_pairs(output([])).tolist() == []
+
+
+def test_a_reordered_pair_is_counted_within_an_input_and_output_partition_pair():
+    index = output([(10, 0, 0, 0, 5, A, 1), (11, 0, 1, 0, 3, A, 1),  # in[0] -> out[0]: 5 then 3, reordered
+                    (12, 1, 0, 0, 1, A, 1), (13, 0, 2, 1, 9, B, 1),  # another output partition, another input
+                    (14, 1, 1, 0, 4, A, 1), (15, 0, 3, 0, 6, A, 1)])  # in order within out[1] and on in out[0]
+    assert reordered_pairs(index).tolist() == [11]
+
+
+def test_interleaved_input_partitions_and_adjacent_duplicates_are_not_reordered():
+    index = output([(1, 0, 0, 0, 1, A, 1), (2, 0, 1, 1, 0, B, 1), (3, 0, 2, 0, 2, A, 1), (3, 0, 3, 0, 2, A, 1)])
+    assert reordered_pairs(index).tolist() == []
+
+
+def test_each_attempt_has_its_own_identity_naming_partition_and_batch():
+    first, second, batch = transaction_identity(2, 9), transaction_identity(2, 9), transaction_identity(None, 9)
+    assert first != second and first.startswith(b"2:9:") and batch.startswith(b"*:9:")
+    assert attempt_token(first) == int(first.split(b":")[2], 16) < 2 ** 60

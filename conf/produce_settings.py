@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
+from conf.metrics_endpoint import DEFAULT_METRICS_HOST, MetricsTls, metrics_tls
 from conf.settings import (DEFAULT_BOOTSTRAP, SettingsError, load_properties, metrics_linger_seconds,
                            output_file_problem, parse_kv_pairs)
 
@@ -114,7 +115,10 @@ class ProduceSettings(BaseModel):
     resume: bool = False
     run_id: str | None = None
     metrics_port: int | None = None
-    metrics_host: str = "127.0.0.1"
+    metrics_host: str = DEFAULT_METRICS_HOST
+    metrics_tls_cert: Path | None = None
+    metrics_tls_key: Path | None = None
+    metrics_tls_client_ca: Path | None = None
     metrics_linger: float | None = None  # seconds; None: two scrape intervals when metrics_port is set
     output_json: Path | None = None
     # Java's default: a fresh "performance-producer-<uuid>" when transactions are on without an id.
@@ -163,12 +167,18 @@ class ProduceSettings(BaseModel):
             raise SettingsError("--metrics-port must be a TCP port")
         if self.metrics_linger is not None and self.metrics_linger < 0:
             raise SettingsError("--metrics-linger must be at least 0 seconds")
+        _ = self.metrics_tls  # refuses a half-given or missing certificate before the run
         if self.output_json is not None and (problem := output_file_problem(self.output_json)):
             raise SettingsError(f"--output-json {self.output_json}: {problem}")
         check_delivery_timeout(self.client_config())
         return self
 
     # ------------------------------------------------------------------ derived
+
+    @property
+    def metrics_tls(self) -> MetricsTls | None:
+        """The TLS of the /metrics endpoint (None: plain HTTP)."""
+        return metrics_tls(self.metrics_tls_cert, self.metrics_tls_key, self.metrics_tls_client_ca)
 
     @property
     def metrics_linger_s(self) -> float:

@@ -63,11 +63,11 @@ def metrics_linger_seconds(metrics_port: int | None, linger_s: float | None) -> 
     return linger_s if linger_s is not None else METRICS_LINGER_SCRAPES * prometheus_scrape_interval_s()
 
 
-def linger_for_final_scrape(seconds: float, host: str, port: int) -> None:
-    """Keep this process (and its /metrics thread) alive so Prometheus scrapes the final values; Ctrl-C ends it."""
+def linger_for_final_scrape(seconds: float, url: str) -> None:
+    """Keep this process (and its /metrics thread at `url`) alive so Prometheus scrapes the final values; Ctrl-C ends it."""
     if seconds <= 0:
         return
-    print(f"serving the final metrics on http://{host}:{port}/metrics for {seconds:g} s (--metrics-linger)",
+    print(f"serving the final metrics on {url} for {seconds:g} s (--metrics-linger)",
           file=sys.stderr, flush=True)
     try:
         time.sleep(seconds)

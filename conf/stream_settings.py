@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from conf.metrics_endpoint import DEFAULT_METRICS_HOST, MetricsTls, metrics_tls
 from conf.settings import (DEFAULT_BOOTSTRAP, SettingsError, metrics_linger_seconds, output_file_problem,
                            parse_kv_pairs)
 
@@ -47,7 +48,10 @@ class StreamSettings(BaseModel):
     offsets_retention_minutes: int | None = None
     max_retries: int = 5
     metrics_port: int | None = None
-    metrics_host: str = "127.0.0.1"
+    metrics_host: str = DEFAULT_METRICS_HOST
+    metrics_tls_cert: Path | None = None
+    metrics_tls_key: Path | None = None
+    metrics_tls_client_ca: Path | None = None
     metrics_linger: float | None = None  # seconds; None: two scrape intervals when metrics_port is set
     output_json: Path | None = None
     timeout_s: float | None = None
@@ -68,6 +72,7 @@ class StreamSettings(BaseModel):
             raise SettingsError("--max-retries must be at least 0")
         if self.metrics_linger is not None and self.metrics_linger < 0:
             raise SettingsError("--metrics-linger must be at least 0 seconds")
+        _ = self.metrics_tls  # refuses a half-given or missing certificate before the run
         parse_kv_pairs(list(self.producer_props))
         for name in self.extra_source_options():
             if name.lower() in _JOB_SOURCE_OPTIONS:
@@ -77,6 +82,11 @@ class StreamSettings(BaseModel):
         if self.output_json is not None and (problem := output_file_problem(self.output_json)):
             raise SettingsError(f"--output-json {self.output_json}: {problem}")
         return self
+
+    @property
+    def metrics_tls(self) -> MetricsTls | None:
+        """The TLS of the /metrics endpoint (None: plain HTTP)."""
+        return metrics_tls(self.metrics_tls_cert, self.metrics_tls_key, self.metrics_tls_client_ca)
 
     @property
     def metrics_linger_s(self) -> float:

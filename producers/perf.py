@@ -422,7 +422,7 @@ class ProducerPerformance:
             return
         if self.metrics and s.metrics_port:
             try:
-                self.metrics.serve(s.metrics_port, s.metrics_host)
+                self.metrics.serve(s.metrics_port, s.metrics_host, s.metrics_tls)
             except OSError as exc:
                 raise bind_failure(exc, s.metrics_host, s.metrics_port) from exc
         self._producer = self._new_producer()

@@ -26,6 +26,7 @@ if __package__ in (None, ""):  # `spark-submit streaming/job.py`: make the repos
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 try:
+    from conf.metrics_endpoint import add_metrics_tls_arguments, metrics_url  # noqa: E402
     from conf.settings import DEFAULT_BOOTSTRAP, STDOUT, SettingsError, linger_for_final_scrape  # noqa: E402
     from conf.stream_settings import StreamSettings  # noqa: E402
     from streaming.stats import BatchStats, histogram_percentile  # noqa: E402
@@ -73,6 +74,7 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-retries", type=int, default=5, help="transaction retries inside a task")
     parser.add_argument("--metrics-port", type=int, help="serve the driver's Prometheus /metrics on this port (default: none)")
     parser.add_argument("--metrics-host", default="127.0.0.1", help="address /metrics binds to (default: 127.0.0.1)")
+    add_metrics_tls_arguments(parser)
     parser.add_argument("--metrics-linger", type=float, metavar="SECONDS",
                         help="keep /metrics up this long after the run, so its final values are scraped"
                              " (default with --metrics-port: two scrape intervals of conf/prometheus/prometheus.yml)")
@@ -298,7 +300,7 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
         from streaming.metrics import StreamMetrics
 
         metrics = StreamMetrics(settings.app_id, settings.sink)
-        metrics.serve(settings.metrics_port, settings.metrics_host)
+        metrics.serve(settings.metrics_port, settings.metrics_host, settings.metrics_tls)
 
     def batch_done(batch: BatchStats) -> None:
         summary.add(batch)
@@ -365,7 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:  # the sink refused the query or the group: nothing was committed
         parser.exit(2, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
     print(summary.to_json())
-    linger_for_final_scrape(settings.metrics_linger_s, settings.metrics_host, settings.metrics_port)
+    linger_for_final_scrape(settings.metrics_linger_s, metrics_url(settings.metrics_host, settings.metrics_port,
+                                                               settings.metrics_tls))
     return 0
 
 

@@ -123,6 +123,53 @@ def cmd_topics(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_acls_parser(commands) -> None:
+    """`eosbench acls`: the least-privilege ACLs of one pipeline, printed, or created with --apply."""
+    acls = commands.add_parser(
+        "acls", parents=[bootstrap_flag()], help="print (or --apply) the least-privilege ACLs of a pipeline",
+        description="The ACLs one principal needs to run the whole pipeline (produce the input, stream, verify)"
+                    " and nothing more, printed as kafka-acls --list prints them; --apply creates them.")
+    acls.add_argument("--app-id", required=True, help="the stream's --app-id: its sink group and transactional-id prefix")
+    acls.add_argument("--principal", required=True, metavar="User:NAME", help="who runs the pipeline")
+    acls.add_argument("--input-topic", required=True, help="the pipeline's input")
+    acls.add_argument("--output-topic", required=True, help="the pipeline's output")
+    acls.add_argument("--dead-letter-topic", help="where poison records go (default: <output-topic>.dlq)")
+    acls.add_argument("--producer-transactional-id", metavar="ID",
+                      help="the input filler's --transactional-id (default: the prefix performance-producer-,"
+                           " under which `eosbench produce` names its own)")
+    acls.add_argument("--apply", action="store_true",
+                      help="create them through the admin client (as the --command-config principal), then list"
+                           " the principal's ACLs as the cluster holds them")
+
+
+def cmd_acls(args: argparse.Namespace) -> int:
+    """Handle `eosbench acls`: print the set; with --apply create it and print what the cluster then holds."""
+    from eosbench.local.acl_set import PipelineAccess, pipeline_acls, render_acls
+
+    try:
+        access = PipelineAccess(args.app_id, args.principal, args.input_topic, args.output_topic,
+                                args.dead_letter_topic, args.producer_transactional_id)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from exc
+    wanted = pipeline_acls(access)
+    if not args.apply:
+        print(render_acls(wanted, heading="Required"), end="")
+        return 0
+    from eosbench.local.kafka_admin import create_acls, principal_acls
+
+    bootstrap = args.bootstrap or DEFAULT_BOOTSTRAP
+    print(render_acls(wanted, heading="Adding"), end="")
+    create_acls(bootstrap, wanted)
+    held = principal_acls(bootstrap, access.principal)
+    print(render_acls(held), end="")
+    missing = sorted(set(wanted) - set(held))
+    if missing:
+        print(f"eosbench: {len(missing)} ACL(s) not held after --apply, first {missing[0].entry} on"
+              f" {missing[0].resource}", file=sys.stderr)
+        return EXIT_CHECK_FAILED
+    return 0
+
+
 def add_setup_parser(commands) -> None:
     """`eosbench setup`."""
     commands.add_parser("setup", help="check Java and Maven and resolve every jar into the cache")

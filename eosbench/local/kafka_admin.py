@@ -154,3 +154,66 @@ def delete_topics(bootstrap: str, names: list[str]) -> None:
         if time.monotonic() > deadline:
             raise EnvironmentProblem(f"topics {names} still listed 30 s after deletion")
         time.sleep(0.1)
+
+
+def _acl_binding(acl):
+    """An Acl of acl_set as confluent-kafka's AclBinding (ALLOW)."""
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+    return AclBinding(ResourceType[acl.resource_type], acl.name, ResourcePatternType[acl.pattern_type],
+                      acl.principal, acl.host, AclOperation[acl.operation], AclPermissionType.ALLOW)
+
+
+def create_acls(bootstrap: str, acls: list) -> None:
+    """Create these ACLs (acl_set.Acl); an ACL that already exists is left as it is, as kafka-acls --add does."""
+    admin = admin_client(bootstrap)  # must outlive the futures
+    for binding, future in admin.create_acls([_acl_binding(acl) for acl in acls], request_timeout=30).items():
+        try:
+            future.result(timeout=30)
+        except KafkaException as exc:
+            raise _acl_failure(exc, bootstrap, f"cannot create the ACL {binding}") from exc
+
+
+def delete_acls(bootstrap: str, acls: list) -> None:
+    """Delete exactly these ACLs (acl_set.Acl)."""
+    from confluent_kafka.admin import AclBindingFilter
+
+    admin = admin_client(bootstrap)
+    filters = [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
+                                b.permission_type) for b in map(_acl_binding, acls)]
+    for future in admin.delete_acls(filters, request_timeout=30).values():
+        try:
+            future.result(timeout=30)
+        except KafkaException as exc:
+            raise _acl_failure(exc, bootstrap, "cannot delete ACLs") from exc
+
+
+def principal_acls(bootstrap: str, principal: str) -> list:
+    """Every ALLOW ACL the cluster holds for this principal, as acl_set.Acl (kafka-acls --list --principal)."""
+    from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType,
+                                       ResourceType)
+
+    from eosbench.local.acl_set import Acl
+
+    admin = admin_client(bootstrap)
+    query = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None, AclOperation.ANY,
+                             AclPermissionType.ALLOW)
+    try:
+        bindings = admin.describe_acls(query, request_timeout=30).result(timeout=30)
+    except KafkaException as exc:
+        raise _acl_failure(exc, bootstrap, "cannot list ACLs") from exc
+    return sorted(Acl(b.restype.name, b.name, b.resource_pattern_type.name, b.operation.name, b.principal, b.host)
+                  for b in bindings)
+
+
+def _acl_failure(exc: KafkaException, bootstrap: str, what: str) -> Exception:
+    """One line for a refused ACL request: no authorizer, or a principal that may not alter ACLs."""
+    error = exc.args[0] if exc.args else None
+    code = error.code() if isinstance(error, KafkaError) else None
+    if code == KafkaError.SECURITY_DISABLED:
+        return EnvironmentProblem(f"{what}: the cluster at {bootstrap} has no authorizer (SECURITY_DISABLED);"
+                                  " ACLs need authorizer.class.name set on every broker")
+    if code == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+        return EnvironmentProblem(f"{what}: CLUSTER_AUTHORIZATION_FAILED: the --command-config principal may not"
+                                  " alter ACLs (it needs ALTER on the cluster, or to be a super user)")
+    return EnvironmentProblem(f"{what} at {bootstrap}: {_reason(exc)}")

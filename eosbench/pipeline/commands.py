@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from conf.metrics_endpoint import add_metrics_tls_arguments, metrics_url
 from conf.settings import DEFAULT_BOOTSTRAP, linger_for_final_scrape, parse_kv_pairs
 from eosbench.console.arguments import bootstrap_flag, positive_int, renamed_flag
 from eosbench.console.errors import EXIT_CHECK_FAILED, BadInput
@@ -63,6 +64,7 @@ def add_produce_parser(commands) -> None:
     ours.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus /metrics on this port (default: none)")
     ours.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                       help="address /metrics binds to (default: 127.0.0.1)")
+    add_metrics_tls_arguments(ours)
     ours.add_argument("--metrics-linger", type=float, metavar="SECONDS",
                       help="keep /metrics up this long after the run, so its final values are scraped"
                            " (default with --metrics-port: two scrape intervals of conf/prometheus/prometheus.yml)")
@@ -96,7 +98,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
         summary = performance.run()
     if settings.output_json:
         write_output(settings.output_json, summary.to_json())
-    linger_for_final_scrape(settings.metrics_linger_s, settings.metrics_host, settings.metrics_port)
+    linger_for_final_scrape(settings.metrics_linger_s, metrics_url(settings.metrics_host, settings.metrics_port,
+                                                               settings.metrics_tls))
     return 0
 
 
@@ -127,7 +130,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
     spark = spark_session(f"eosbench-stream-{settings.app_id}", master=args.master, conf=spark_conf)
     summary = job.run(spark, settings)
     print(summary.to_json())
-    linger_for_final_scrape(settings.metrics_linger_s, settings.metrics_host, settings.metrics_port)
+    linger_for_final_scrape(settings.metrics_linger_s, metrics_url(settings.metrics_host, settings.metrics_port,
+                                                               settings.metrics_tls))
     return 0
 
 

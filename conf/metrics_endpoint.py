@@ -72,6 +72,5 @@ def serve_metrics(registry, port: int, host: str = DEFAULT_METRICS_HOST, tls: Me
         start_http_server(port, addr=host, registry=registry, certfile=str(tls.cert), keyfile=str(tls.key),
                           client_cafile=str(tls.client_ca) if tls.client_ca else None,
                           client_auth_required=tls.client_ca is not None)
-    except ssl.SSLError as exc:
-        raise SettingsError(f"--metrics-tls-cert/--metrics-tls-key: cannot serve TLS with {tls.cert} and {tls.key}:"
-                            f" {exc.reason or exc}") from exc
+    except ssl.SSLError as exc:  # prometheus-client's words name the files: "Cannot load server certificate ..."
+        raise SettingsError(f"--metrics-tls-*: {exc.args[0] if exc.args else exc}") from exc

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from conf.secrets import masked
 from conf.settings import load_properties
 from eosbench.bench import results
 from eosbench.bench.produce import run_eosbench as fill_topic
@@ -119,7 +120,7 @@ def _append_rows(report: dict, outcome: dict[str, StreamingBenchResult], brokers
             latency_quantiles_ms=results.quantiles_ms(r.latencies_s),
             baseline="plain-base" if mode == "tx" else None,
             overhead_ratio=report.get("tx_over_base", {}).get("throughput_base_over_tx") if mode == "tx" else None,
-            config_json=json.dumps({k: str(v) for k, v in vars(args).items()}), figures_json=json.dumps(report["modes"][mode])))
+            config_json=json.dumps(masked({k: str(v) for k, v in vars(args).items()})), figures_json=json.dumps(report["modes"][mode])))
     started = time.monotonic()
     path = results.append_rows(spark_session("eosbench-results"), rows, args.results_dir)
     report["results_table"] = f"{path} ({len(rows)} rows, {time.monotonic() - started:.1f} s)"

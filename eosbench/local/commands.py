@@ -24,6 +24,9 @@ def add_broker_parser(commands) -> None:
                        help="client port of node 1; node i listens on PORT+i-1, its controller on +100, its JMX exporter on +200")
     start.add_argument("--heap-mb", type=int, default=512, metavar="MB", help="heap of each broker JVM (128-512)")
     start.add_argument("--fresh", action="store_true", help="wipe any existing cluster data first")
+    start.add_argument("--security", choices=("plaintext", "sasl-ssl"), default="plaintext",
+                       help="client listener: PLAINTEXT, or SASL_SSL with SCRAM-SHA-512, TLS made per cluster and"
+                            " ACLs enforced (prints the admin's client.properties; default: plaintext)")
     broker_commands.add_parser("status", parents=[state_dir], help="show what is running (exit 1 unless every node is up)")
     broker_commands.add_parser("stop", parents=[state_dir], help="stop every node (idempotent)")
     logs = broker_commands.add_parser("logs", parents=[state_dir], help="print a node's server.log")
@@ -38,12 +41,16 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
     if args.broker_command == "start":
         settings = ClusterSettings(brokers=args.brokers, port=args.port, state_dir=args.state_dir,
-                                   heap_mb=args.heap_mb)
+                                   heap_mb=args.heap_mb, security=args.security)
         cluster = LocalCluster(settings)
-        print(f"eosbench: starting {settings.brokers} broker(s) from {settings.state_dir}", file=sys.stderr)
+        print(f"eosbench: starting {settings.brokers} {settings.security} broker(s) from {settings.state_dir}",
+              file=sys.stderr)
         seconds = cluster.start(fresh=args.fresh)
         print(f"eosbench: cluster ready in {seconds:.1f} s (transactions accepted)", file=sys.stderr)
         print(settings.bootstrap_servers)
+        if cluster.client_properties is not None:
+            print(f"eosbench: the admin's client settings (pass them with --command-config):", file=sys.stderr)
+            print(cluster.client_properties)
         return 0
 
     cluster = LocalCluster.from_state_dir(args.state_dir)
@@ -81,7 +88,7 @@ def _print_status(cluster) -> int:
         return EXIT_CHECK_FAILED
     bootstrap = ",".join(f"127.0.0.1:{node.client_port}" for node in up)
     try:
-        metadata = cluster_metadata(bootstrap)
+        metadata = cluster_metadata(bootstrap, client=cluster.client_config)
     except EnvironmentProblem as exc:
         print(f"cluster: unreachable ({exc})")
         return EXIT_CHECK_FAILED

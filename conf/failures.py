@@ -16,11 +16,13 @@ so that every engine words and classifies them alike.
 from __future__ import annotations
 
 import errno
+import re
 import socket
 
 from conf.settings import SettingsError
 
-__all__ = ["EnvironmentFailure", "RunFailed", "SettingsError", "bind_failure", "kafka_failure", "kafka_reason"]
+__all__ = ["AuthorizationFailure", "EnvironmentFailure", "RunFailed", "SettingsError", "authorization_failure",
+           "bind_failure", "kafka_failure", "kafka_reason"]
 
 
 class EnvironmentFailure(RuntimeError):
@@ -29,6 +31,53 @@ class EnvironmentFailure(RuntimeError):
 
 class RunFailed(RuntimeError):
     """The work ran and its own check failed: fenced by a newer producer, an exactly-once violation."""
+
+
+class AuthorizationFailure(EnvironmentFailure):
+    """The cluster refused a request for want of an ACL; retrying cannot help, so the run stops at once."""
+
+
+# Kafka's authorization error names, by the resource whose ACL is missing (Kafka's ResourceType).
+_AUTHORIZATION_ERRORS = {"TOPIC_AUTHORIZATION_FAILED": "TOPIC", "GROUP_AUTHORIZATION_FAILED": "GROUP",
+                         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": "TRANSACTIONAL_ID",
+                         "CLUSTER_AUTHORIZATION_FAILED": "CLUSTER"}
+# The same refusals as the Java client (Spark's source and writer) words them.
+_JAVA_AUTHORIZATION = (
+    (re.compile(r"TopicAuthorizationException: Not authorized to access topics: \[([^\]]*)\]"),
+     "TOPIC_AUTHORIZATION_FAILED"),
+    (re.compile(r"GroupAuthorizationException: Not authorized to access group: (\S+)"), "GROUP_AUTHORIZATION_FAILED"),
+    (re.compile(r"TransactionalIdAuthorizationException"), "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+    (re.compile(r"ClusterAuthorizationException"), "CLUSTER_AUTHORIZATION_FAILED"),
+)
+ACLS_HINT = "the principal lacks an ACL for it (`eosbench acls` prints what a pipeline needs)"
+
+
+def authorization_error_name(error: object) -> str | None:
+    """Kafka's name of a client error (a KafkaError, or a KafkaException carrying one) if it is an authorization refusal."""
+    from confluent_kafka import KafkaError
+
+    inner = error.args[0] if isinstance(error, Exception) and error.args else error
+    name = inner.name() if isinstance(inner, KafkaError) else None
+    return name if name in _AUTHORIZATION_ERRORS else None
+
+
+def authorization_failure(error: object, resource: str) -> AuthorizationFailure | None:
+    """The one-line failure for an authorization refusal on `resource` (librdkafka's errors name no resource), or None."""
+    name = authorization_error_name(error)
+    return AuthorizationFailure(f"{name} on {resource}: {ACLS_HINT}") if name else None
+
+
+def java_authorization_failure(text: str, resource: str = "") -> AuthorizationFailure | None:
+    """The one-line failure for a Java client's authorization refusal found in `text` (a Spark error), or None.
+
+    Java names the topics and the group; for a transactional id or the cluster, `resource` says which.
+    """
+    for pattern, name in _JAVA_AUTHORIZATION:
+        match = pattern.search(text)
+        if match:
+            where = match.group(1) if match.groups() else resource or _AUTHORIZATION_ERRORS[name].lower()
+            return AuthorizationFailure(f"{name} on {where}: {ACLS_HINT}")
+    return None
 
 
 def kafka_failure(error: object, message: str) -> Exception:

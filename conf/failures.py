@@ -53,11 +53,16 @@ ACLS_HINT = "the principal lacks an ACL for it (`eosbench acls` prints what a pi
 
 
 def authorization_error_name(error: object) -> str | None:
-    """Kafka's name of a client error (a KafkaError, or a KafkaException carrying one) if it is an authorization refusal."""
+    """Kafka's name of a client error if it is an authorization refusal, else None.
+
+    `error` is a KafkaError, a KafkaException carrying one, or a kafka-python error (whose class
+    carries Kafka's name as `message`).
+    """
     from confluent_kafka import KafkaError
 
-    inner = error.args[0] if isinstance(error, Exception) and error.args else error
-    name = inner.name() if isinstance(inner, KafkaError) else None
+    carried = isinstance(error, Exception) and error.args and isinstance(error.args[0], KafkaError)
+    inner = error.args[0] if carried else error
+    name = inner.name() if isinstance(inner, KafkaError) else getattr(type(inner), "message", None)
     return name if name in _AUTHORIZATION_ERRORS else None
 
 
@@ -65,6 +70,30 @@ def authorization_failure(error: object, resource: str) -> AuthorizationFailure 
     """The one-line failure for an authorization refusal on `resource` (librdkafka's errors name no resource), or None."""
     name = authorization_error_name(error)
     return AuthorizationFailure(f"{name} on {resource}: {ACLS_HINT}") if name else None
+
+
+def unauthorized_topic(client_config: dict[str, str], wanted: list[tuple[str, str]]) -> str | None:
+    """The first topic of `wanted` (topic, operation) on which the client's principal may not do that operation.
+
+    A refusal of AddPartitionsToTxn or TxnOffsetCommit does not say which topic it was about; the
+    topics' authorized operations (KIP-430, read with DESCRIBE) do. None if every one is allowed.
+    """
+    from confluent_kafka import KafkaException, TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    from conf.client_log import CLIENT_LOG
+
+    admin = AdminClient(client_config, logger=CLIENT_LOG)
+    futures = admin.describe_topics(TopicCollection(list(dict.fromkeys(t for t, _ in wanted))),
+                                    include_authorized_operations=True)
+    for topic, operation in wanted:
+        try:
+            allowed = {op.name for op in futures[topic].result(timeout=30).authorized_operations or ()}
+        except KafkaException:
+            return topic  # not even DESCRIBE
+        if operation not in allowed:
+            return topic
+    return None
 
 
 def java_authorization_failure(text: str, resource: str = "") -> AuthorizationFailure | None:

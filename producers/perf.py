@@ -40,7 +40,7 @@ import numpy as np
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from conf.client_log import CLIENT_LOG
-from conf.failures import RunFailed, SettingsError, bind_failure, kafka_failure, kafka_reason
+from conf.failures import RunFailed, SettingsError, authorization_failure, bind_failure, kafka_failure, kafka_reason
 from conf.produce_settings import ProduceSettings
 from producers.metrics import ProducerMetrics
 from producers.perf_stats import LatencySummary, PerfStats, now_ms
@@ -386,6 +386,12 @@ class ProducerPerformance:
             if self.client_stats.get("eos", {}).get("idemp_state") == "Assigned":
                 return
 
+    def _refused_resource(self, error: KafkaError) -> str:
+        """The resource an authorization refusal is about: the transactional id, else the topic."""
+        if error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            return self.client_config["transactional.id"]
+        return self.settings.topic
+
     def _end_transaction(self, producer: Producer, commit: bool) -> bool:
         """Commit or abort; return True if it committed. An expiry turns a commit into an abort."""
         if not commit:
@@ -401,6 +407,14 @@ class ProducerPerformance:
                 return commit
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
+                denied = authorization_failure(error, self._refused_resource(error))
+                if denied is not None:  # no retry helps; abort so that nothing stays open, then stop
+                    if commit:
+                        try:
+                            producer.abort_transaction(TRANSACTION_CALL_TIMEOUT_S)
+                        except KafkaException:
+                            pass  # the next init_transactions of this id aborts it
+                    raise denied from exc
                 if error.fatal():
                     raise ProduceFailed(
                         f"transactional.id {self.client_config['transactional.id']}: {error.str()}"
@@ -436,7 +450,8 @@ class ProducerPerformance:
             try:
                 producer.init_transactions(TRANSACTION_CALL_TIMEOUT_S)
             except KafkaException as exc:
-                raise kafka_failure(exc, f"init_transactions failed at {s.bootstrap}: {kafka_reason(exc)}") from exc
+                raise (authorization_failure(exc, self._refused_resource(exc.args[0]))
+                       or kafka_failure(exc, f"init_transactions failed at {s.bootstrap}: {kafka_reason(exc)}")) from exc
 
         self._wait_until_ready(producer)
         first_seq = 0

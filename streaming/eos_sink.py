@@ -42,7 +42,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from conf.client_log import CLIENT_LOG
-from conf.failures import RunFailed
+from conf.failures import (AuthorizationFailure, RunFailed, authorization_error_name, authorization_failure,
+                           java_authorization_failure, unauthorized_topic)
 from conf.stream_settings import StreamSettings
 from streaming.checkpoint import batch_end_offsets, batch_start_offsets, pending_batch
 from streaming.interruption import stop_kept_short
@@ -175,7 +176,9 @@ def _drop_producer(key: tuple) -> None:
 
 
 def _classify(exc: Exception) -> str | None:
-    """Step 5's cases: 'fenced' (or fatal), 'abortable', 'indefinite', or None for not Kafka's."""
+    """Step 5's cases: 'denied' (an ACL is missing), 'fenced' (or fatal), 'abortable', 'indefinite', or None for not Kafka's."""
+    if isinstance(exc, AuthorizationFailure) or authorization_error_name(exc):
+        return "denied"
     kafka = _kafka()
     if isinstance(exc, kafka.KafkaException):
         error = exc.args[0]
@@ -206,7 +209,7 @@ def _committed_offsets(plan: TaskPlan, topic: str, partitions: list[int]) -> dic
             "isolation.level": "read_committed", "enable.auto.commit": False,
         }, logger=CLIENT_LOG)
         _OFFSET_READERS[(plan.app_id, bootstrap)] = reader
-    return read_committed_offsets(reader, topic, partitions)
+    return read_committed_offsets(reader, topic, partitions, plan.app_id)
 
 
 def _maybe_fault(plan: TaskPlan, where: str, partition: int) -> None:
@@ -408,6 +411,11 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             if kind is None:
                 _drop_producer(key)  # never leave a worker with a producer inside a transaction
                 raise
+            if kind == "denied":  # no retry can grant an ACL: abort what this attempt began, and stop
+                _abort_and_drop(key)
+                if isinstance(exc, AuthorizationFailure):
+                    raise
+                raise _denial(plan, txn_id, topic, exc) from exc
             if kind == "fenced":
                 stats["fenced"] += 1
                 _drop_producer(key)
@@ -427,6 +435,30 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
     stats.update({f"phase_{phase}_s": seconds for phase, seconds in timings.items()})
     stats["latency_counts"] = latency_histogram(latencies).tolist()
     return stats
+
+
+def _abort_and_drop(key: tuple) -> None:
+    """Abort the producer's transaction if it can, so that nothing stays open on the outputs, then forget it."""
+    producer = _PRODUCERS.get(key)
+    if producer is not None:
+        try:
+            producer.abort_transaction(30)
+        except Exception:  # not in a transaction, or refused: the next init of this id aborts it
+            pass
+    _drop_producer(key)
+
+
+def _denial(plan: TaskPlan, txn_id: str, input_topic: str, exc: Exception) -> AuthorizationFailure:
+    """The one-line failure of a refused transaction, naming the transactional id, group or topic whose ACL is missing."""
+    name = authorization_error_name(exc)
+    if name == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED":
+        resource = txn_id
+    elif name == "GROUP_AUTHORIZATION_FAILED":
+        resource = plan.app_id
+    else:  # AddPartitionsToTxn (output, dead letters) or TxnOffsetCommit (input): ask which one
+        wanted = [(plan.output_topic, "WRITE"), (plan.dead_letter_topic, "WRITE"), (input_topic, "READ")]
+        resource = unauthorized_topic(plan.producer_config, wanted) or ", ".join(t for t, _ in wanted)
+    return authorization_failure(exc, resource)
 
 
 def _check_replay_has_its_offsets(plan: TaskPlan, topic: str, committed: dict[int, CommittedOffset],
@@ -545,11 +577,19 @@ def planned_ranges(df) -> tuple | None:
         return None
 
 
-def _refusal_in(exc: Exception) -> SinkPreconditionError | None:
-    """The refusal a sink task raised, recovered from the Spark job failure that carries it."""
-    marker = f"{SinkPreconditionError.__name__}: "
-    lines = [line for line in str(exc).splitlines() if marker in line]
-    return SinkPreconditionError(lines[-1].split(marker, 1)[1].strip()) if lines else None
+def _refusal_in(exc: Exception) -> Exception | None:
+    """What stopped a batch for good, recovered from the Spark job failure that carries it.
+
+    A sink task's refusal (SinkPreconditionError) or missing ACL (AuthorizationFailure), or the
+    Kafka source's refused fetch (Java's TopicAuthorizationException): retrying cannot help.
+    """
+    text = str(exc)
+    for kind in (SinkPreconditionError, AuthorizationFailure):
+        marker = f"{kind.__name__}: "
+        lines = [line for line in text.splitlines() if marker in line]
+        if lines:
+            return kind(lines[-1].split(marker, 1)[1].strip())
+    return java_authorization_failure(text)
 
 
 class TransactionalSink:
@@ -568,8 +608,8 @@ class TransactionalSink:
             self.group_metadata = memberless.consumer_group_metadata()
             topic = settings.input_topic
             self._partitions = sorted(memberless.list_topics(topic, timeout=30).topics[topic].partitions)
-            check_scope(read_committed_offsets(memberless, topic, self._partitions), topic, settings.group_id,
-                        settings.txn_scope)
+            check_scope(read_committed_offsets(memberless, topic, self._partitions, settings.group_id), topic,
+                        settings.group_id, settings.txn_scope)
         finally:
             memberless.close()
         self.fault = os.environ.get("EOSBENCH_FAULT") or None
@@ -578,7 +618,7 @@ class TransactionalSink:
         # The driver's transactions (empty slices, batch scope, the keeper) share the driver's cached
         # producers; one lock serialises them, and the keeper never runs while a batch does.
         self.lock = threading.Lock()
-        self.refusal: SinkPreconditionError | None = None  # what stopped the query, for a one-line error
+        self.refusal: Exception | None = None  # what stopped the query for good, for a one-line error
         retention = settings.offsets_retention_minutes or brokers_offsets_retention_minutes(settings.bootstrap_server)
         if retention is None:
             retention = KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES
@@ -624,7 +664,7 @@ class TransactionalSink:
         try:
             with self.lock, stop_kept_short(batch_id):
                 stats = self._run_batch(df, batch_id)
-        except SinkPreconditionError as exc:
+        except (SinkPreconditionError, AuthorizationFailure) as exc:
             self.refusal = exc
             raise
         except Exception as exc:

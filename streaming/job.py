@@ -26,6 +26,7 @@ if __package__ in (None, ""):  # `spark-submit streaming/job.py`: make the repos
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 try:
+    from conf.failures import AuthorizationFailure, java_authorization_failure  # noqa: E402
     from conf.metrics_endpoint import add_metrics_tls_arguments, metrics_url  # noqa: E402
     from conf.settings import DEFAULT_BOOTSTRAP, STDOUT, SettingsError, linger_for_final_scrape  # noqa: E402
     from conf.stream_settings import StreamSettings  # noqa: E402
@@ -330,9 +331,12 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
                 query.stop()
         except KeyboardInterrupt:
             query.stop()
-        except Exception:  # the query failed; a refusal of the sink says why in one line
+        except Exception as exc:  # the query failed; a refusal of the sink, or of an ACL, says why in one line
             if getattr(sink, "refusal", None) is None:
-                raise
+                denied = java_authorization_failure(str(exc))  # Spark's Kafka source or writer refused
+                if denied is None:
+                    raise
+                raise denied from None
         finally:
             if watcher:
                 watcher.stop()
@@ -366,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
         summary = run(spark, settings)
     except SettingsError as exc:  # the sink refused the query or the group: nothing was committed
         parser.exit(2, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
+    except AuthorizationFailure as exc:  # a missing ACL: the CLI contract's exit 3, the environment
+        parser.exit(3, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
     print(summary.to_json())
     linger_for_final_scrape(settings.metrics_linger_s, metrics_url(settings.metrics_host, settings.metrics_port,
                                                                settings.metrics_tls))

@@ -23,6 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from conf.failures import authorization_failure
 from conf.settings import SettingsError
 
 SCOPE_TAG_PREFIX = "eosbench txn-scope="
@@ -66,12 +67,13 @@ def _scope_in(tp) -> str | None:
     return next((scope for scope in SCOPES if rest.startswith(scope)), None)
 
 
-def read_committed_offsets(consumer, topic: str, partitions, timeout_s: float = 60.0) -> dict[int, CommittedOffset]:
-    """The group's committed offsets (stable, when the consumer is read_committed) with their scopes.
+def read_committed_offsets(consumer, topic: str, partitions, group: str, timeout_s: float = 60.0) -> dict[int, CommittedOffset]:
+    """The committed offsets of `group` (the consumer's) (stable, when the consumer is read_committed) with their scopes.
 
     An error, for the whole request or for one partition, is never read as "no commit", which
     would send the sink back to the start of the partition: a passing one (the coordinator moving
-    or loading, a pending transaction's offsets) is retried until the timeout, any other raises.
+    or loading, a pending transaction's offsets) is retried until the timeout, an authorization
+    refusal names the group or topic, any other raises.
     """
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -89,7 +91,8 @@ def read_committed_offsets(consumer, topic: str, partitions, timeout_s: float = 
         if error is None:
             break
         if not (error.retriable() or error.code() in passing) or time.monotonic() >= deadline:
-            raise KafkaException(error)
+            denied = authorization_failure(error, topic if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED else group)
+            raise denied or KafkaException(error)
         time.sleep(0.2)
     return {tp.partition: CommittedOffset(tp.offset if tp.offset >= 0 else -1, _scope_in(tp)) for tp in answer}
 
@@ -139,7 +142,7 @@ def group_starting_offsets(bootstrap: str, group: str, topic: str, written_topic
                          "enable.auto.commit": False}, logger=CLIENT_LOG)
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
-        committed = read_committed_offsets(consumer, topic, partitions)
+        committed = read_committed_offsets(consumer, topic, partitions, group)
         missing = [p for p, c in committed.items() if c.offset < 0]
         holding = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False) for p in missing}
         holding = {p: (low, high) for p, (low, high) in holding.items() if high > low}

@@ -42,6 +42,7 @@ import numpy as np
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from conf.client_log import CLIENT_LOG
+from conf.failures import authorization_failure
 from streaming.sink_group import read_committed_offsets
 
 SAMPLE = 10  # ids quoted per violation in the report
@@ -119,7 +120,11 @@ def read_index(bootstrap: str, topic: str, isolation: str, with_src: bool, timeo
                     if error.code() == KafkaError._PARTITION_EOF:
                         at_end.add(message.partition())
                         continue
-                    raise RuntimeError(f"{topic}: {error.str()}")
+                    if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                        # The reader's group is a name only (it assigns and commits nothing), but
+                        # librdkafka still looks its coordinator up: a principal needs no ACL for it.
+                        continue
+                    raise authorization_failure(error, topic) or RuntimeError(f"{topic}: {error.str()}")
                 # A topic still being written never shows its end to a reader that keeps receiving
                 # records, so a read ends at the end offsets it saw when it began.
                 partition, offset = message.partition(), message.offset()
@@ -184,7 +189,7 @@ def group_offsets(bootstrap: str, group: str, topic: str, partitions: list[int])
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
                          "enable.auto.commit": False}, logger=CLIENT_LOG)
     try:
-        return {p: c.offset for p, c in read_committed_offsets(consumer, topic, partitions).items()}
+        return {p: c.offset for p, c in read_committed_offsets(consumer, topic, partitions, group).items()}
     finally:
         consumer.close()
 

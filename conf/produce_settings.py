@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
+from conf.client_config import KNOWN_PROPERTIES, ClientConfig, Connection
 from conf.settings import (DEFAULT_BOOTSTRAP, SettingsError, load_properties, metrics_linger_seconds,
                            output_file_problem, parse_kv_pairs)
 
@@ -31,10 +32,17 @@ _LIBRDKAFKA_DEFAULTS = {"linger.ms": 5, "request.timeout.ms": 30000, "delivery.t
 _ALIASES = {"queue.buffering.max.ms": "linger.ms", "message.timeout.ms": "delivery.timeout.ms"}
 
 
+def security_properties(java_props: dict[str, str]) -> ClientConfig:
+    """The connection and security part of a producer's Java properties (conf/client_config.py translates it)."""
+    return ClientConfig.from_properties({key: value for key, value in java_props.items() if key in KNOWN_PROPERTIES})
+
+
 def to_librdkafka_config(java_props: dict[str, str]) -> dict[str, str]:
     """Translate Java producer properties into librdkafka's names, dropping Java-only ones."""
-    config: dict[str, str] = {}
+    config: dict[str, str] = security_properties(java_props).librdkafka_security()
     for key, value in java_props.items():
+        if key in KNOWN_PROPERTIES and key != "bootstrap.servers":
+            continue  # translated above
         if key in _JAVA_ONLY_PROPERTIES:
             continue
         if key == "buffer.memory":
@@ -206,6 +214,11 @@ class ProduceSettings(BaseModel):
     def bootstrap(self) -> str:
         """The bootstrap servers: the flag, else the properties, else the local broker."""
         return self.bootstrap_server or self._java_props().get("bootstrap.servers", DEFAULT_BOOTSTRAP)
+
+    @property
+    def connection(self) -> Connection:
+        """How this run's other clients (topic checks, the --resume reader) reach the cluster, as the producer does."""
+        return security_properties(self._java_props()).connection(self.bootstrap)
 
     def client_config(self) -> dict[str, str]:
         """The librdkafka producer configuration this run uses."""

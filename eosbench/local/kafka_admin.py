@@ -8,20 +8,20 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
-from conf.client_config import PLAINTEXT, ClientConfig
+from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from eosbench.console.errors import BadInput, EnvironmentProblem
 
 
-def admin_client(bootstrap: str, client: ClientConfig = PLAINTEXT) -> AdminClient:
-    """Return an AdminClient for the cluster, connected as --command-config says."""
-    return AdminClient(client.librdkafka(bootstrap), logger=CLIENT_LOG)
+def admin_client(bootstrap: str | Connection) -> AdminClient:
+    """Return an AdminClient for the cluster (a bootstrap string: PLAINTEXT; a Connection: as --command-config says)."""
+    return AdminClient(connection(bootstrap).librdkafka(), logger=CLIENT_LOG)
 
 
-def cluster_metadata(bootstrap: str, timeout_s: float = 5.0, client: ClientConfig = PLAINTEXT) -> ClusterMetadata:
+def cluster_metadata(bootstrap: str | Connection, timeout_s: float = 5.0) -> ClusterMetadata:
     """Return the cluster's metadata, or fail with one line if no broker answers in time."""
     try:
-        return admin_client(bootstrap, client).list_topics(timeout=timeout_s)
+        return admin_client(bootstrap).list_topics(timeout=timeout_s)
     except KafkaException as exc:
         raise EnvironmentProblem(
             f"cannot reach Kafka at {bootstrap} within {timeout_s:g} s ({_reason(exc)});"
@@ -34,22 +34,21 @@ def _reason(exc: KafkaException) -> str:
     return error.str() if isinstance(error, KafkaError) else str(exc)
 
 
-def under_replicated(bootstrap: str, client: ClientConfig = PLAINTEXT) -> list[str]:
+def under_replicated(bootstrap: str | Connection) -> list[str]:
     """Name every partition whose in-sync replicas are fewer than its replicas (none: fully replicated)."""
-    metadata = cluster_metadata(bootstrap, client=client)
+    metadata = cluster_metadata(bootstrap)
     return [f"{topic.topic}-{partition.id}" for topic in metadata.topics.values()
             for partition in topic.partitions.values()
             if partition.leader < 0 or len(partition.isrs) < len(partition.replicas)]
 
 
-def wait_transactions_ready(bootstrap: str, expected_brokers: int, timeout_s: float,
-                            client: ClientConfig = PLAINTEXT) -> float:
+def wait_transactions_ready(bootstrap: str | Connection, expected_brokers: int, timeout_s: float) -> float:
     """Block until every broker is registered and a transactional producer can init; return seconds."""
     started = time.monotonic()
     deadline = started + timeout_s
     while True:
         try:
-            brokers = len(admin_client(bootstrap, client).list_topics(timeout=2).brokers)
+            brokers = len(admin_client(bootstrap).list_topics(timeout=2).brokers)
         except KafkaException:
             brokers = 0
         if brokers >= expected_brokers:
@@ -60,7 +59,7 @@ def wait_transactions_ready(bootstrap: str, expected_brokers: int, timeout_s: fl
                 f" within {timeout_s:g} s; see `eosbench broker logs`"
             )
         time.sleep(0.25)
-    probe = Producer(client.librdkafka(bootstrap, **{"transactional.id": "eosbench.readiness-probe"}),
+    probe = Producer(connection(bootstrap).librdkafka(**{"transactional.id": "eosbench.readiness-probe"}),
                      logger=CLIENT_LOG)
     try:
         probe.init_transactions(max(1.0, deadline - time.monotonic()))
@@ -92,15 +91,14 @@ class TopicDescription:
         return "\n".join(lines)
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int,
-                 client: ClientConfig = PLAINTEXT) -> None:
+def create_topic(bootstrap: str | Connection, name: str, partitions: int, replication_factor: int) -> None:
     """Create a topic and wait until every partition has a leader."""
     if partitions < 1 or replication_factor < 1:
         raise BadInput("--partitions and --replication-factor must be at least 1")
-    brokers = len(cluster_metadata(bootstrap, client=client).brokers)
+    brokers = len(cluster_metadata(bootstrap).brokers)
     if replication_factor > brokers:
         raise BadInput(f"--replication-factor {replication_factor} exceeds the {brokers} broker(s) available")
-    admin = admin_client(bootstrap, client)  # must outlive the future, or librdkafka cancels it
+    admin = admin_client(bootstrap)  # must outlive the future, or librdkafka cancels it
     future = admin.create_topics([NewTopic(name, partitions, replication_factor)])[name]
     try:
         future.result(timeout=30)
@@ -109,14 +107,13 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
         if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
             raise BadInput(f"topic {name!r} already exists") from exc
         raise BadInput(f"cannot create topic {name!r}: {_reason(exc)}") from exc
-    _wait_for_leaders(bootstrap, name, partitions, client)
+    _wait_for_leaders(bootstrap, name, partitions)
 
 
-def _wait_for_leaders(bootstrap: str, name: str, partitions: int, client: ClientConfig,
-                      timeout_s: float = 30.0) -> None:
+def _wait_for_leaders(bootstrap: str | Connection, name: str, partitions: int, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        topic = cluster_metadata(bootstrap, client=client).topics.get(name)
+        topic = cluster_metadata(bootstrap).topics.get(name)
         if topic and len(topic.partitions) == partitions and all(
             p.leader >= 0 for p in topic.partitions.values()
         ):
@@ -125,9 +122,9 @@ def _wait_for_leaders(bootstrap: str, name: str, partitions: int, client: Client
     raise EnvironmentProblem(f"topic {name!r} has partitions without a leader after {timeout_s:g} s")
 
 
-def describe_topic(bootstrap: str, name: str, client: ClientConfig = PLAINTEXT) -> TopicDescription:
+def describe_topic(bootstrap: str | Connection, name: str) -> TopicDescription:
     """Return a topic's partitions, or fail with one line if it does not exist."""
-    topic = cluster_metadata(bootstrap, client=client).topics.get(name)
+    topic = cluster_metadata(bootstrap).topics.get(name)
     if topic is None or topic.error is not None:
         raise BadInput(f"topic {name!r} does not exist at {bootstrap}")
     return TopicDescription(
@@ -138,33 +135,33 @@ def describe_topic(bootstrap: str, name: str, client: ClientConfig = PLAINTEXT) 
     )
 
 
-def delete_topics(bootstrap: str, names: list[str], client: ClientConfig = PLAINTEXT) -> None:
+def delete_topics(bootstrap: str | Connection, names: list[str]) -> None:
     """Delete topics and wait until the metadata no longer lists them."""
-    existing = cluster_metadata(bootstrap, client=client).topics
+    existing = cluster_metadata(bootstrap).topics
     missing = [name for name in names if name not in existing]
     if missing:
         raise BadInput(f"topic {missing[0]!r} does not exist at {bootstrap}")
-    admin = admin_client(bootstrap, client)  # must outlive the futures
+    admin = admin_client(bootstrap)  # must outlive the futures
     for name, future in admin.delete_topics(names, operation_timeout=30).items():
         try:
             future.result(timeout=30)
         except KafkaException as exc:
             raise BadInput(f"cannot delete topic {name!r}: {_reason(exc)}") from exc
     deadline = time.monotonic() + 30
-    while any(name in cluster_metadata(bootstrap, client=client).topics for name in names):
+    while any(name in cluster_metadata(bootstrap).topics for name in names):
         if time.monotonic() > deadline:
             raise EnvironmentProblem(f"topics {names} still listed 30 s after deletion")
         time.sleep(0.1)
 
 
-def create_scram_user(bootstrap: str, client: ClientConfig, user: str, password: str,
+def create_scram_user(bootstrap: Connection, user: str, password: str,
                       mechanism: str = "SCRAM-SHA-512", iterations: int = 8192) -> None:
-    """Create (or reset) a SCRAM user's credential; `client` must be allowed to ALTER the cluster (an admin)."""
+    """Create (or reset) a SCRAM user's credential; `bootstrap` must connect as a principal allowed to ALTER the cluster (an admin)."""
     from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
     upsertion = UserScramCredentialUpsertion(
         user, ScramCredentialInfo(ScramMechanism[mechanism.replace("-", "_")], iterations), password.encode())
-    admin = admin_client(bootstrap, client)  # must outlive the future
+    admin = admin_client(bootstrap)  # must outlive the future
     try:
         admin.alter_user_scram_credentials([upsertion])[user].result(timeout=30)
         # The broker that will authenticate the user learns of it from the metadata log a moment later.

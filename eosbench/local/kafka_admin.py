@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
-from eosbench.console.errors import BadInput, EnvironmentProblem
+from eosbench.console.errors import BadInput, EnvironmentProblem, kafka_security_failure
 
 
 def admin_client(bootstrap: str | Connection) -> AdminClient:
@@ -19,14 +19,29 @@ def admin_client(bootstrap: str | Connection) -> AdminClient:
 
 
 def cluster_metadata(bootstrap: str | Connection, timeout_s: float = 5.0) -> ClusterMetadata:
-    """Return the cluster's metadata, or fail with one line if no broker answers in time."""
-    try:
-        return admin_client(bootstrap).list_topics(timeout=timeout_s)
-    except KafkaException as exc:
-        raise EnvironmentProblem(
-            f"cannot reach Kafka at {bootstrap} within {timeout_s:g} s ({_reason(exc)});"
-            " is the broker running? try `eosbench broker start`"
-        ) from exc
+    """Return the cluster's metadata, or fail with one line if no broker answers in time.
+
+    Every command asks this first, so a refused login or certificate ends the command here, as
+    soon as the client reports it, with the line that says which (console/errors.py).
+    """
+    target = connection(bootstrap)
+    errors: list[KafkaError] = []
+    admin = AdminClient(target.librdkafka(error_cb=errors.append), logger=CLIENT_LOG)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return admin.list_topics(timeout=min(1.0, max(0.1, deadline - time.monotonic())))
+        except KafkaException as exc:
+            admin.poll(0)  # serves error_cb: an authentication or TLS error shows only there
+            for error in errors:
+                line = kafka_security_failure(error.str(), dict(target.security), target.bootstrap)
+                if line:
+                    raise EnvironmentProblem(line) from exc
+            if time.monotonic() >= deadline:
+                raise EnvironmentProblem(
+                    f"cannot reach Kafka at {bootstrap} within {timeout_s:g} s ({_reason(exc)});"
+                    " is the broker running? try `eosbench broker start`"
+                ) from exc
 
 
 def _reason(exc: KafkaException) -> str:

@@ -31,6 +31,10 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 STORE_TYPES = ("PEM", "PKCS12")
 
+COMMAND_CONFIG_HELP = ("client properties file, Java names as Kafka's tools take them (security.protocol, sasl.mechanism,"
+                       " sasl.jaas.config, ssl.truststore.*, ssl.keystore.*, bootstrap.servers); handed to every"
+                       " Kafka client of the command (default: none, PLAINTEXT)")
+
 # The Java properties eosbench translates; anything else in the file is an error, not a drop.
 KNOWN_PROPERTIES = (
     "bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.jaas.config",
@@ -77,6 +81,10 @@ class ClientConfig:
         """The bootstrap servers: --bootstrap-server, else the file's bootstrap.servers, else the local broker."""
         return flag or self.properties.get("bootstrap.servers") or DEFAULT_BOOTSTRAP
 
+    def connection(self, bootstrap_flag: str | None) -> Connection:
+        """Where and how librdkafka clients connect, for a command given --bootstrap-server (or not)."""
+        return Connection(self.bootstrap(bootstrap_flag), tuple(sorted(self.librdkafka_security().items())))
+
     @property
     def security_protocol(self) -> str:
         """The protocol the file asks for (PLAINTEXT when it names none)."""
@@ -86,10 +94,6 @@ class ClientConfig:
         return SettingsError(f"{self.source}: {key}: {why}")
 
     # ------------------------------------------------------------------ librdkafka
-
-    def librdkafka(self, bootstrap: str, **extra: str) -> dict[str, str]:
-        """A complete librdkafka config: the servers, the security settings, then the caller's own."""
-        return {"bootstrap.servers": bootstrap, **self.librdkafka_security(), **extra}
 
     def librdkafka_security(self) -> dict[str, str]:
         """The file's settings in librdkafka's names (no bootstrap.servers); raises on any it cannot take."""
@@ -268,6 +272,36 @@ class ClientConfig:
 
 
 PLAINTEXT = ClientConfig()
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where and how a librdkafka client connects: the bootstrap servers and the security settings.
+
+    Hashable and printable as its bootstrap servers, so it stands wherever a bootstrap string
+    did (messages, cache keys); `connection()` turns a plain string into a PLAINTEXT one.
+    """
+
+    bootstrap: str
+    security: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # repr=False: it holds passwords
+
+    def __str__(self) -> str:
+        return self.bootstrap
+
+    def librdkafka(self, **extra: str) -> dict[str, str]:
+        """A complete librdkafka config: the servers, the security settings, then the caller's own."""
+        return {"bootstrap.servers": self.bootstrap, **dict(self.security), **extra}
+
+
+def connection(target: str | Connection) -> Connection:
+    """A Connection for a bootstrap string (PLAINTEXT) or an existing Connection."""
+    return target if isinstance(target, Connection) else Connection(target)
+
+
+def connection_of(librdkafka_config: dict[str, str]) -> Connection:
+    """The Connection inside a full librdkafka config (the sink's producer config on an executor)."""
+    security = {key: value for key, value in librdkafka_config.items() if key.startswith(("security.", "sasl.", "ssl."))}
+    return Connection(librdkafka_config["bootstrap.servers"], tuple(sorted(security.items())))
 
 
 def kafka_python_options(librdkafka_config: dict[str, str]) -> dict[str, object]:

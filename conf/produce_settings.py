@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
+from conf.client_config import KNOWN_PROPERTIES, ClientConfig, Connection
 from conf.metrics_endpoint import DEFAULT_METRICS_HOST, MetricsTls, metrics_tls
 from conf.settings import (DEFAULT_BOOTSTRAP, SettingsError, load_properties, metrics_linger_seconds,
                            output_file_problem, parse_kv_pairs)
@@ -32,10 +33,18 @@ _LIBRDKAFKA_DEFAULTS = {"linger.ms": 5, "request.timeout.ms": 30000, "delivery.t
 _ALIASES = {"queue.buffering.max.ms": "linger.ms", "message.timeout.ms": "delivery.timeout.ms"}
 
 
-def to_librdkafka_config(java_props: dict[str, str]) -> dict[str, str]:
+def security_properties(java_props: dict[str, str], source: str = "--producer-props") -> ClientConfig:
+    """The connection and security part of a producer's Java properties (conf/client_config.py translates it)."""
+    return ClientConfig.from_properties({key: value for key, value in java_props.items() if key in KNOWN_PROPERTIES},
+                                        source)
+
+
+def to_librdkafka_config(java_props: dict[str, str], source: str = "--producer-props") -> dict[str, str]:
     """Translate Java producer properties into librdkafka's names, dropping Java-only ones."""
-    config: dict[str, str] = {}
+    config: dict[str, str] = security_properties(java_props, source).librdkafka_security()
     for key, value in java_props.items():
+        if key in KNOWN_PROPERTIES and key != "bootstrap.servers":
+            continue  # translated above
         if key in _JAVA_ONLY_PROPERTIES:
             continue
         if key == "buffer.memory":
@@ -217,10 +226,24 @@ class ProduceSettings(BaseModel):
         """The bootstrap servers: the flag, else the properties, else the local broker."""
         return self.bootstrap_server or self._java_props().get("bootstrap.servers", DEFAULT_BOOTSTRAP)
 
+    @property
+    def connection(self) -> Connection:
+        """How this run's other clients (topic checks, the --resume reader) reach the cluster, as the producer does."""
+        return security_properties(self._java_props(), self._properties_source).connection(self.bootstrap)
+
+    @property
+    def _properties_source(self) -> str:
+        """Where the producer's properties came from, for error lines."""
+        if self.command_config is not None:
+            return f"--command-config {self.command_config}"
+        if self.producer_config is not None:
+            return f"--producer.config {self.producer_config}"
+        return "--producer-props"
+
     def client_config(self) -> dict[str, str]:
         """The librdkafka producer configuration this run uses."""
         config = with_java_idempotence_default({"client.id": "perf-producer-client",
-                                                **to_librdkafka_config(self._java_props())})
+                                                **to_librdkafka_config(self._java_props(), self._properties_source)})
         config["bootstrap.servers"] = self.bootstrap
         if self.transactions_enabled:
             config["transactional.id"] = (

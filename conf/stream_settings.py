@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from conf.client_config import PLAINTEXT, ClientConfig, Connection
 from conf.metrics_endpoint import DEFAULT_METRICS_HOST, MetricsTls, metrics_tls
 from conf.settings import (DEFAULT_BOOTSTRAP, SettingsError, metrics_linger_seconds, output_file_problem,
                            parse_kv_pairs)
@@ -27,7 +28,7 @@ _JOB_SOURCE_OPTIONS = {"kafka.bootstrap.servers": "--bootstrap-server", "subscri
 class StreamSettings(BaseModel):
     """One field per stream flag; cross-field rules are checked on construction."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
     input_topic: str
     output_topic: str
@@ -55,6 +56,8 @@ class StreamSettings(BaseModel):
     metrics_linger: float | None = None  # seconds; None: two scrape intervals when metrics_port is set
     output_json: Path | None = None
     timeout_s: float | None = None
+    # --command-config, read once (settings_from_args): how every client of the job connects.
+    client_config: ClientConfig = PLAINTEXT
 
     @model_validator(mode="after")
     def _rules(self) -> StreamSettings:
@@ -77,6 +80,13 @@ class StreamSettings(BaseModel):
         for name in self.extra_source_options():
             if name.lower() in _JOB_SOURCE_OPTIONS:
                 raise SettingsError(f"--source-options {name}: set by the job ({_JOB_SOURCE_OPTIONS[name.lower()]})")
+            if name.lower().startswith(("kafka.security.", "kafka.sasl.", "kafka.ssl.")):
+                raise SettingsError(f"--source-options {name}: security settings come from --command-config,"
+                                    " which every client of the job shares")
+        for name in parse_kv_pairs(list(self.producer_props)):
+            if name.startswith(("security.", "sasl.", "ssl.")):
+                raise SettingsError(f"--producer-props {name}: security settings come from --command-config,"
+                                    " which every client of the job shares")
         if self.offsets_retention_minutes is not None and self.offsets_retention_minutes < 1:
             raise SettingsError("--offsets-retention-minutes must be at least 1")
         if self.output_json is not None and (problem := output_file_problem(self.output_json)):
@@ -112,10 +122,23 @@ class StreamSettings(BaseModel):
         """Spark Kafka source options given with --source-options, on top of the job's own."""
         return parse_kv_pairs(list(self.source_options))
 
+    @property
+    def connection(self) -> Connection:
+        """How the driver's librdkafka clients (group reads, admin) reach the cluster."""
+        return self.client_config.connection(self.bootstrap_server)
+
+    def spark_kafka_options(self) -> dict[str, str]:
+        """The `kafka.`-prefixed security options of Spark's Kafka source and writer."""
+        return self.client_config.spark_kafka_options()
+
     def producer_config(self) -> dict[str, str]:
-        """Client configuration shared by every sink producer (transactional.id is per task)."""
+        """Client configuration shared by every sink producer (transactional.id is per task).
+
+        It travels to the executors inside the task plan, security settings included (as PEM
+        strings, never as a path on the submitting machine).
+        """
         return {
-            "bootstrap.servers": self.bootstrap_server,
+            **self.connection.librdkafka(),
             "linger.ms": "5",
             # Partitions move between Python workers, so new producers are routine; librdkafka waits
             # reconnect.backoff.ms / 2 before its first connection to a broker the metadata names,

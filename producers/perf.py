@@ -39,6 +39,7 @@ from typing import TextIO
 import numpy as np
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.failures import RunFailed, SettingsError, authorization_failure, bind_failure, kafka_failure, kafka_reason
 from conf.produce_settings import ProduceSettings
@@ -253,18 +254,18 @@ class ProduceSummary:
 # ----------------------------------------------------------------------------- resume
 
 
-def find_resume_point(bootstrap: str, topic: str, run_id: str | None, timeout_s: float = 30.0) -> tuple[int, str | None]:
+def find_resume_point(bootstrap: str | Connection, topic: str, run_id: str | None,
+                      timeout_s: float = 30.0) -> tuple[int, str | None]:
     """Return (next sequence number, run id) after the newest committed record of a load.
 
     Only the tail of each partition is read (read_committed, widening the window until a
     record of the load turns up), so resuming a load of millions of records costs little.
     With no run id given, the newest committed record names the load to resume.
     """
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"eosbench-resume-{topic}",
-        "isolation.level": "read_committed", "enable.auto.commit": False,
+    consumer = Consumer(connection(bootstrap).librdkafka(**{
+        "group.id": f"eosbench-resume-{topic}", "isolation.level": "read_committed", "enable.auto.commit": False,
         "enable.partition.eof": True,
-    }, logger=CLIENT_LOG)
+    }), logger=CLIENT_LOG)
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if metadata is None or metadata.error is not None:
@@ -458,7 +459,7 @@ class ProducerPerformance:
         if s.resume:
             # init_transactions above fenced the interrupted producer and aborted its open
             # transaction, so the committed tail is now final.
-            first_seq, found_run_id = find_resume_point(s.bootstrap, s.topic, s.run_id)
+            first_seq, found_run_id = find_resume_point(s.connection, s.topic, s.run_id)
             self.run_id = found_run_id or self.run_id
             print(f"Resuming run {self.run_id} at sequence number {first_seq}.", file=self.out, flush=True)
         num_records = max(0, s.num_records - first_seq)

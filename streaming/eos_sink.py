@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from conf.client_config import connection_of
 from conf.client_log import CLIENT_LOG
 from conf.failures import (AuthorizationFailure, RunFailed, authorization_error_name, authorization_failure,
                            java_authorization_failure, unauthorized_topic)
@@ -201,14 +202,13 @@ def _classify(exc: Exception) -> str | None:
 
 def _committed_offsets(plan: TaskPlan, topic: str, partitions: list[int]) -> dict[int, CommittedOffset]:
     """Step 2: the group's committed offsets of these partitions (stable), with the scope that wrote them."""
-    bootstrap = plan.producer_config["bootstrap.servers"]
-    reader = _OFFSET_READERS.get((plan.app_id, bootstrap))
+    cluster = connection_of(plan.producer_config)
+    reader = _OFFSET_READERS.get((plan.app_id, cluster))
     if reader is None:
-        reader = _kafka().Consumer({
-            "bootstrap.servers": bootstrap, "group.id": plan.app_id,
-            "isolation.level": "read_committed", "enable.auto.commit": False,
-        }, logger=CLIENT_LOG)
-        _OFFSET_READERS[(plan.app_id, bootstrap)] = reader
+        reader = _kafka().Consumer(cluster.librdkafka(**{
+            "group.id": plan.app_id, "isolation.level": "read_committed", "enable.auto.commit": False,
+        }), logger=CLIENT_LOG)
+        _OFFSET_READERS[(plan.app_id, cluster)] = reader
     return read_committed_offsets(reader, topic, partitions, plan.app_id)
 
 
@@ -457,7 +457,7 @@ def _denial(plan: TaskPlan, txn_id: str, input_topic: str, exc: Exception) -> Au
         resource = plan.app_id
     else:  # AddPartitionsToTxn (output, dead letters) or TxnOffsetCommit (input): ask which one
         wanted = [(plan.output_topic, "WRITE"), (plan.dead_letter_topic, "WRITE"), (input_topic, "READ")]
-        resource = unauthorized_topic(plan.producer_config, wanted) or ", ".join(t for t, _ in wanted)
+        resource = unauthorized_topic(connection_of(plan.producer_config).librdkafka(), wanted) or ", ".join(t for t, _ in wanted)
     return authorization_failure(exc, resource)
 
 
@@ -602,8 +602,9 @@ class TransactionalSink:
         self.spark = spark
         self.on_batch = on_batch
         # Member-less group metadata (generation -1, no member id), built once and shipped.
-        memberless = Consumer({"bootstrap.servers": settings.bootstrap_server, "group.id": settings.group_id,
-                               "isolation.level": "read_committed", "enable.auto.commit": False}, logger=CLIENT_LOG)
+        memberless = Consumer(settings.connection.librdkafka(**{
+            "group.id": settings.group_id, "isolation.level": "read_committed", "enable.auto.commit": False}),
+            logger=CLIENT_LOG)
         try:
             self.group_metadata = memberless.consumer_group_metadata()
             topic = settings.input_topic
@@ -619,7 +620,7 @@ class TransactionalSink:
         # producers; one lock serialises them, and the keeper never runs while a batch does.
         self.lock = threading.Lock()
         self.refusal: Exception | None = None  # what stopped the query for good, for a one-line error
-        retention = settings.offsets_retention_minutes or brokers_offsets_retention_minutes(settings.bootstrap_server)
+        retention = settings.offsets_retention_minutes or brokers_offsets_retention_minutes(settings.connection)
         if retention is None:
             retention = KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES
             SINK_LOG.warning("offsets.retention.minutes: the brokers' configuration is not readable, assuming Kafka's"

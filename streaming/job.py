@@ -26,6 +26,7 @@ if __package__ in (None, ""):  # `spark-submit streaming/job.py`: make the repos
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 try:
+    from conf.client_config import COMMAND_CONFIG_HELP, ClientConfig  # noqa: E402
     from conf.failures import AuthorizationFailure, java_authorization_failure  # noqa: E402
     from conf.metrics_endpoint import add_metrics_tls_arguments, metrics_url  # noqa: E402
     from conf.settings import DEFAULT_BOOTSTRAP, STDOUT, SettingsError, linger_for_final_scrape  # noqa: E402
@@ -42,8 +43,10 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     """The stream flags, shared by `spark-submit streaming/job.py` and `eosbench stream`."""
     parser.add_argument("--input-topic", required=True, help="read this topic read_committed")
     parser.add_argument("--output-topic", required=True, help="write the processed records here")
-    parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
-                        help="Kafka bootstrap servers (default: %(default)s)")
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                        help="Kafka bootstrap servers (default: bootstrap.servers of --command-config, else"
+                             f" {DEFAULT_BOOTSTRAP})")
+    parser.add_argument("--command-config", type=Path, metavar="FILE", help=COMMAND_CONFIG_HELP)
     parser.add_argument("--app-id", default="eosbench",
                         help="the sink's consumer group and transactional-id prefix (default: %(default)s)")
     parser.add_argument("--sink", choices=("kafka-eos", "kafka-alo", "delta"), default="kafka-eos",
@@ -88,6 +91,8 @@ def settings_from_args(args: argparse.Namespace) -> StreamSettings:
     """Build StreamSettings from parsed flags (raises ValueError with a one-line message)."""
     fields = {name: value for name, value in vars(args).items()
               if name in StreamSettings.model_fields and value is not None}
+    fields["client_config"] = ClientConfig.load(args.command_config)
+    fields["bootstrap_server"] = fields["client_config"].bootstrap(args.bootstrap_server)
     fields["producer_props"] = tuple(fields.get("producer_props", ()))
     fields["source_options"] = tuple(fields.get("source_options", ()))
     return StreamSettings(**fields)
@@ -107,7 +112,7 @@ def starting_offsets(settings: StreamSettings) -> str:
 
     if settings.starting_offsets != "group" or initial_offsets(settings.checkpoint_dir):
         return "earliest" if settings.starting_offsets == "group" else settings.starting_offsets
-    return group_starting_offsets(settings.bootstrap_server, settings.group_id, settings.input_topic,
+    return group_starting_offsets(settings.connection, settings.group_id, settings.input_topic,
                                   [settings.output_topic, settings.dead_letter])
 
 
@@ -115,6 +120,7 @@ def source(spark, settings: StreamSettings):
     """The read_committed Kafka stream."""
     reader = (spark.readStream.format("kafka")
               .options(**settings.extra_source_options())
+              .options(**settings.spark_kafka_options())
               .option("kafka.bootstrap.servers", settings.bootstrap_server)
               .option("subscribe", settings.input_topic)
               .option("kafka.isolation.level", "read_committed")
@@ -237,8 +243,8 @@ def _group_reader(settings: StreamSettings):
 
     from conf.client_log import CLIENT_LOG
 
-    return Consumer({"bootstrap.servers": settings.bootstrap_server, "group.id": settings.group_id,
-                     "enable.auto.commit": False}, logger=CLIENT_LOG)
+    return Consumer(settings.connection.librdkafka(**{"group.id": settings.group_id, "enable.auto.commit": False}),
+                    logger=CLIENT_LOG)
 
 
 def group_lag(settings: StreamSettings, reader) -> int:

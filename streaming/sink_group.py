@@ -23,6 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from conf.client_config import Connection, connection
 from conf.failures import authorization_failure
 from conf.settings import SettingsError
 
@@ -108,7 +109,7 @@ def check_scope(committed: dict[int, CommittedOffset], topic: str, group: str, s
             f" transactions. Keep --txn-scope {other}, or use a new --app-id")
 
 
-def brokers_offsets_retention_minutes(bootstrap: str) -> int | None:
+def brokers_offsets_retention_minutes(bootstrap: str | Connection) -> int | None:
     """The brokers' offsets.retention.minutes (the smallest), or None if their configuration is not
     readable (a principal without DescribeConfigs on the cluster)."""
     from confluent_kafka import KafkaException
@@ -116,7 +117,7 @@ def brokers_offsets_retention_minutes(bootstrap: str) -> int | None:
 
     from conf.client_log import CLIENT_LOG
 
-    admin = AdminClient({"bootstrap.servers": bootstrap}, logger=CLIENT_LOG)
+    admin = AdminClient(connection(bootstrap).librdkafka(), logger=CLIENT_LOG)
     try:
         brokers = admin.list_topics(timeout=30).brokers
         futures = admin.describe_configs([ConfigResource(ResourceType.BROKER, str(b)) for b in brokers])
@@ -125,7 +126,7 @@ def brokers_offsets_retention_minutes(bootstrap: str) -> int | None:
         return None
 
 
-def group_starting_offsets(bootstrap: str, group: str, topic: str, written_topics: list[str]) -> str:
+def group_starting_offsets(bootstrap: str | Connection, group: str, topic: str, written_topics: list[str]) -> str:
     """startingOffsets JSON from the group's committed offsets, refusing offsets that may have expired.
 
     A partition without a committed offset starts at its earliest offset, which is right only if
@@ -138,8 +139,8 @@ def group_starting_offsets(bootstrap: str, group: str, topic: str, written_topic
 
     from conf.client_log import CLIENT_LOG
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
-                         "enable.auto.commit": False}, logger=CLIENT_LOG)
+    consumer = Consumer(connection(bootstrap).librdkafka(**{"group.id": group, "isolation.level": "read_committed",
+                                                            "enable.auto.commit": False}), logger=CLIENT_LOG)
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
         committed = read_committed_offsets(consumer, topic, partitions, group)

@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.failures import authorization_failure
 from streaming.sink_group import read_committed_offsets
@@ -82,13 +83,13 @@ class TopicIndex:
                           self.src_offset[keep] if with_src else self.src_offset, self.end_offsets)
 
 
-def _consumer(bootstrap: str, isolation: str) -> Consumer:
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": "eosbench-verify", "isolation.level": isolation,
-                     "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest"},
-                    logger=CLIENT_LOG)
+def _consumer(bootstrap: str | Connection, isolation: str) -> Consumer:
+    return Consumer(connection(bootstrap).librdkafka(**{
+        "group.id": "eosbench-verify", "isolation.level": isolation, "enable.auto.commit": False,
+        "enable.partition.eof": True, "auto.offset.reset": "earliest"}), logger=CLIENT_LOG)
 
 
-def read_index(bootstrap: str, topic: str, isolation: str, with_src: bool, timeout_s: float = 60.0,
+def read_index(bootstrap: str | Connection, topic: str, isolation: str, with_src: bool, timeout_s: float = 60.0,
                start_offsets: dict[int, int] | None = None) -> TopicIndex:
     """Read a topic to its end at one isolation level (from start_offsets, else the start), keeping integers."""
     start = start_offsets or {}
@@ -158,7 +159,7 @@ class IncrementalIndexes:
     def __init__(self) -> None:
         self._held: dict[tuple[str, str, str, bool], TopicIndex] = {}
 
-    def read(self, bootstrap: str, topic: str, isolation: str, with_src: bool) -> TopicIndex:
+    def read(self, bootstrap: str | Connection, topic: str, isolation: str, with_src: bool) -> TopicIndex:
         """The whole topic's index, as `read_index` returns it, reading only what is new."""
         key = (bootstrap, topic, isolation, with_src)
         held = self._held.get(key)
@@ -171,7 +172,7 @@ class IncrementalIndexes:
         return index
 
 
-def stable_and_end_offsets(bootstrap: str, topic: str, timeout_s: float = 30.0) -> dict[int, tuple[int, int]]:
+def stable_and_end_offsets(bootstrap: str | Connection, topic: str, timeout_s: float = 30.0) -> dict[int, tuple[int, int]]:
     """{partition: (last stable offset, end offset)}; they differ while a transaction is open."""
     committed, uncommitted = _consumer(bootstrap, "read_committed"), _consumer(bootstrap, "read_uncommitted")
     try:
@@ -184,10 +185,10 @@ def stable_and_end_offsets(bootstrap: str, topic: str, timeout_s: float = 30.0) 
         uncommitted.close()
 
 
-def group_offsets(bootstrap: str, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
+def group_offsets(bootstrap: str | Connection, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
     """The group's committed offsets (stable), -1 where none."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
-                         "enable.auto.commit": False}, logger=CLIENT_LOG)
+    consumer = Consumer(connection(bootstrap).librdkafka(**{"group.id": group, "isolation.level": "read_committed",
+                                                            "enable.auto.commit": False}), logger=CLIENT_LOG)
     try:
         return {p: c.offset for p, c in read_committed_offsets(consumer, topic, partitions, group).items()}
     finally:
@@ -246,7 +247,7 @@ def _order_violations(output: TopicIndex) -> int:
     return int(np.count_nonzero(same_pair & (src[1:] <= src[:-1])))
 
 
-def verify(bootstrap: str, input_topic: str, output_topic: str, app_id: str | None = None,
+def verify(bootstrap: str | Connection, input_topic: str, output_topic: str, app_id: str | None = None,
            dead_letter_topic: str | None = None, topic_exists=None, live: bool = False,
            indexes: IncrementalIndexes | None = None, stable_timeout_s: float = 90.0) -> VerifyReport:
     """Run every check and return the report (live: judge the stable prefix of a running pipeline)."""
@@ -357,7 +358,7 @@ def _conclude(report: VerifyReport) -> VerifyReport:
     return report
 
 
-def wait_until_stable(bootstrap: str, topics: list[str], timeout_s: float) -> list[str]:
+def wait_until_stable(bootstrap: str | Connection, topics: list[str], timeout_s: float) -> list[str]:
     """Find hanging transactions in a running pipeline; return one line per hanging partition.
 
     Open transactions are normal while producers run, so a snapshot of end offsets is taken and

@@ -18,7 +18,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from conf.client_config import PLAINTEXT, ClientConfig
+from conf.client_config import ClientConfig, Connection
 from conf.settings import ClusterSettings, NodePorts, broker_log4j_config, jmx_exporter_config
 from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
 from eosbench.console.errors import BadInput, EnvironmentProblem
@@ -69,9 +69,11 @@ class LocalCluster:
         return cls(ClusterSettings(state_dir=state_dir, **recorded["settings"]))
 
     @property
-    def client_config(self) -> ClientConfig:
-        """How clients connect: PLAINTEXT, or the admin user's client.properties of a secured cluster."""
-        return ClientConfig.load(self.client_properties) if self.settings.secured else PLAINTEXT
+    def connection(self) -> Connection:
+        """How clients reach this cluster: PLAINTEXT, or as the admin user of a secured cluster."""
+        if not self.settings.secured:
+            return Connection(self.settings.bootstrap_servers)
+        return ClientConfig.load(self.client_properties).connection(self.settings.bootstrap_servers)
 
     @property
     def client_properties(self) -> Path | None:
@@ -87,7 +89,7 @@ class LocalCluster:
 
         if not self.settings.secured:
             raise BadInput("SCRAM users need a cluster started with --security sasl-ssl")
-        create_scram_user(self.settings.bootstrap_servers, self.client_config, user, password, SCRAM_MECHANISM)
+        create_scram_user(self.connection, user, password, SCRAM_MECHANISM)
         material = security_material(self.settings.state_dir)
         path = material.folder / f"{user}.properties"
         path.write_text(material.client_properties_text(self.settings.bootstrap_servers, user, password))
@@ -276,12 +278,7 @@ class LocalCluster:
                         " see `eosbench broker logs`"
                     )
                 time.sleep(0.1)
-        wait_transactions_ready(
-            self.settings.bootstrap_servers,
-            self.settings.brokers,
-            max(5.0, deadline - time.monotonic()),
-            self.client_config,
-        )
+        wait_transactions_ready(self.connection, self.settings.brokers, max(5.0, deadline - time.monotonic()))
 
     # ------------------------------------------------------------------ stop
 

@@ -6,10 +6,11 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from conf.settings import DEFAULT_BOOTSTRAP, DEFAULT_CLIENT_PORT, ClusterSettings, eosbench_home
-from eosbench.console.arguments import bootstrap_flag, positive_int, state_dir_flag
+from conf.settings import DEFAULT_CLIENT_PORT, ClusterSettings, eosbench_home
+from eosbench.console.arguments import bootstrap_flag, kafka_connection, positive_int, state_dir_flag
 from eosbench.console.errors import EXIT_CHECK_FAILED, BadInput, EnvironmentProblem
 
 
@@ -88,7 +89,7 @@ def _print_status(cluster) -> int:
         return EXIT_CHECK_FAILED
     bootstrap = ",".join(f"127.0.0.1:{node.client_port}" for node in up)
     try:
-        metadata = cluster_metadata(bootstrap, client=cluster.client_config)
+        metadata = cluster_metadata(replace(cluster.connection, bootstrap=bootstrap))
     except EnvironmentProblem as exc:
         print(f"cluster: unreachable ({exc})")
         return EXIT_CHECK_FAILED
@@ -118,7 +119,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
     """Handle `eosbench topics create|describe|delete`."""
     from eosbench.local import kafka_admin
 
-    bootstrap = args.bootstrap or DEFAULT_BOOTSTRAP
+    bootstrap = kafka_connection(args)
     if args.topics_command == "create":
         kafka_admin.create_topic(bootstrap, args.name, args.partitions, args.replication_factor)
         print(f"created topic {args.name} ({args.partitions} partitions, replication factor {args.replication_factor})")
@@ -164,10 +165,10 @@ def cmd_acls(args: argparse.Namespace) -> int:
         return 0
     from eosbench.local.kafka_admin import create_acls, principal_acls
 
-    bootstrap = args.bootstrap or DEFAULT_BOOTSTRAP
+    cluster = kafka_connection(args)
     print(render_acls(wanted, heading="Adding"), end="")
-    create_acls(bootstrap, wanted)
-    held = principal_acls(bootstrap, access.principal)
+    create_acls(cluster, wanted)
+    held = principal_acls(cluster, access.principal)
     print(render_acls(held), end="")
     missing = sorted(set(wanted) - set(held))
     if missing:

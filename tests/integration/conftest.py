@@ -75,7 +75,7 @@ def secured_topic(secured_cluster: LocalCluster) -> Callable[..., str]:
 
     def create(partitions: int = 1, prefix: str = "s") -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-        create_topic(secured_cluster.settings.bootstrap_servers, name, partitions, 1, client=secured_cluster.client_config)
+        create_topic(secured_cluster.connection, name, partitions, 1)
         return name
 
     return create

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conf.client_config import ClientConfig
+from conf.client_config import Connection
 from conf.failures import ACLS_HINT
 from eosbench.cli import main
 from eosbench.local.acl_set import Acl, PipelineAccess, pipeline_acls, render_acls
@@ -40,9 +40,7 @@ class Pipeline:
     """One pipeline's topics, app id and ACL set on the secured cluster, each test's own."""
 
     access: PipelineAccess
-    admin: Path
-    bootstrap: str
-    client: ClientConfig
+    admin: Connection
     payloads: Path
 
     @property
@@ -78,8 +76,8 @@ class Pipeline:
     def verified_as_admin(self):
         """The live verify (what the group's offsets say was committed), as the admin."""
         a = self.access
-        return verify(self.client.connection(self.bootstrap), a.input_topic, a.output_topic, a.app_id, a.dead_letter,
-                      live=True, stable_timeout_s=30)
+        return verify(self.admin, a.input_topic, a.output_topic, a.app_id, a.dead_letter, live=True,
+                      stable_timeout_s=30)
 
 
 @pytest.fixture(scope="module")
@@ -98,11 +96,11 @@ def new_pipeline(secured_cluster, admin_properties, user_properties, payloads):
         tag = uuid.uuid4().hex[:8]
         access = PipelineAccess(app_id=f"lp-{tag}", principal=PRINCIPAL, input_topic=f"lp-in-{tag}",
                                 output_topic=f"lp-out-{tag}", producer_transactional_id=f"lp-fill-{tag}")
-        bootstrap, admin = secured_cluster.settings.bootstrap_servers, secured_cluster.client_config
+        admin = secured_cluster.connection
         for topic, count in ((access.input_topic, partitions), (access.output_topic, 2), (access.dead_letter, 1)):
-            create_topic(bootstrap, topic, count, 1, client=admin)
-        create_acls(bootstrap, [acl for acl in pipeline_acls(access) if acl != without], client=admin)
-        return Pipeline(access, admin_properties, bootstrap, admin, payloads)
+            create_topic(admin, topic, count, 1)
+        create_acls(admin, [acl for acl in pipeline_acls(access) if acl != without])
+        return Pipeline(access, admin, payloads)
 
     return make
 
@@ -110,7 +108,7 @@ def new_pipeline(secured_cluster, admin_properties, user_properties, payloads):
 def test_acls_apply_creates_exactly_the_printed_set(new_pipeline, capsys, admin_properties):
     pipeline = new_pipeline()
     a = pipeline.access
-    delete_acls(pipeline.bootstrap, pipeline.acls, client=pipeline.client)
+    delete_acls(pipeline.admin, pipeline.acls)
     code, out, err = pipeline.run(capsys, "acls", "--app-id", a.app_id, "--principal", PRINCIPAL, "--input-topic",
                                   a.input_topic, "--output-topic", a.output_topic, "--producer-transactional-id",
                                   a.producer_transactional_id, "--apply", config=admin_properties)
@@ -173,7 +171,7 @@ def test_each_acl_taken_away_stops_the_run_with_one_line(new_pipeline, capsys, u
     pipeline = new_pipeline()
     access = pipeline.access
     missing = _acl(pipeline, resource_type, _name(access, which), operation)
-    delete_acls(pipeline.bootstrap, [missing], client=pipeline.client)
+    delete_acls(pipeline.admin, [missing])
     if command != "produce":  # the input is filled by the admin
         code, _, err = pipeline.produce(capsys, admin_properties, records=100)
         assert code == 0, err

@@ -41,9 +41,9 @@ def test_plaintext_clients_are_turned_away(secured_bootstrap):
 
 def test_a_new_scram_user_holds_no_acl(secured_cluster, secured_bootstrap, secured_topic):
     topic = secured_topic()
-    alice = ClientConfig.load(secured_cluster.add_scram_user("alice", "alice-secret-1"))
-    assert topic in cluster_metadata(secured_bootstrap, client=secured_cluster.client_config).topics
-    assert topic not in cluster_metadata(secured_bootstrap, client=alice).topics  # logged in, sees nothing
+    alice = ClientConfig.load(secured_cluster.add_scram_user("alice", "alice-secret-1")).connection(None)
+    assert topic in cluster_metadata(secured_cluster.connection).topics
+    assert topic not in cluster_metadata(alice).topics  # logged in, sees nothing
     with pytest.raises(BadInput) as denied:
-        create_topic(secured_bootstrap, "alice-topic", 1, 1, client=alice)
+        create_topic(alice, "alice-topic", 1, 1)
     assert str(denied.value) == "cannot create topic 'alice-topic': Authorization failed."

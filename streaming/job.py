@@ -283,13 +283,13 @@ def steady_input_rate(progress: list, skip: int = 2) -> float | None:
     return sum(rows[:-1]) / (starts[-1] - starts[0])
 
 
-def print_batch(batch: BatchStats, out=sys.stdout) -> None:
-    """One line per micro-batch."""
+def print_batch(batch: BatchStats, out=None) -> None:
+    """One line per micro-batch, on `out` (default: stdout as it is at the time, not at import)."""
     print(f"batch {batch.batch_id}: {batch.records_in} in, {batch.records_out} out,"
           f" {batch.records_dead_lettered} dead-lettered, {batch.records_skipped} skipped as replay;"
           f" transactions {batch.outcomes}; {batch.duration_s:.2f} s; end-to-end p50"
           f" {histogram_percentile(batch.latency_counts, 0.5):.0f} ms p99"
-          f" {histogram_percentile(batch.latency_counts, 0.99):.0f} ms", file=out, flush=True)
+          f" {histogram_percentile(batch.latency_counts, 0.99):.0f} ms", file=out or sys.stdout, flush=True)
 
 
 def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] | None = None,

@@ -16,11 +16,13 @@ so that every engine words and classifies them alike.
 from __future__ import annotations
 
 import errno
+import re
 import socket
 
 from conf.settings import SettingsError
 
-__all__ = ["EnvironmentFailure", "RunFailed", "SettingsError", "bind_failure", "kafka_failure", "kafka_reason"]
+__all__ = ["AuthorizationFailure", "EnvironmentFailure", "RunFailed", "SettingsError", "authorization_failure",
+           "bind_failure", "kafka_failure", "kafka_reason"]
 
 
 class EnvironmentFailure(RuntimeError):
@@ -29,6 +31,82 @@ class EnvironmentFailure(RuntimeError):
 
 class RunFailed(RuntimeError):
     """The work ran and its own check failed: fenced by a newer producer, an exactly-once violation."""
+
+
+class AuthorizationFailure(EnvironmentFailure):
+    """The cluster refused a request for want of an ACL; retrying cannot help, so the run stops at once."""
+
+
+# Kafka's authorization error names, by the resource whose ACL is missing (Kafka's ResourceType).
+_AUTHORIZATION_ERRORS = {"TOPIC_AUTHORIZATION_FAILED": "TOPIC", "GROUP_AUTHORIZATION_FAILED": "GROUP",
+                         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": "TRANSACTIONAL_ID",
+                         "CLUSTER_AUTHORIZATION_FAILED": "CLUSTER"}
+# The same refusals as the Java client (Spark's source and writer) words them.
+_JAVA_AUTHORIZATION = (
+    (re.compile(r"TopicAuthorizationException: Not authorized to access topics: \[([^\]]*)\]"),
+     "TOPIC_AUTHORIZATION_FAILED"),
+    (re.compile(r"GroupAuthorizationException: Not authorized to access group: (\S+)"), "GROUP_AUTHORIZATION_FAILED"),
+    (re.compile(r"TransactionalIdAuthorizationException"), "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+    (re.compile(r"ClusterAuthorizationException"), "CLUSTER_AUTHORIZATION_FAILED"),
+)
+ACLS_HINT = "the principal lacks an ACL for it (`eosbench acls` prints what a pipeline needs)"
+
+
+def authorization_error_name(error: object) -> str | None:
+    """Kafka's name of a client error if it is an authorization refusal, else None.
+
+    `error` is a KafkaError, a KafkaException carrying one, or a kafka-python error (whose class
+    carries Kafka's name as `message`).
+    """
+    from confluent_kafka import KafkaError
+
+    carried = isinstance(error, Exception) and error.args and isinstance(error.args[0], KafkaError)
+    inner = error.args[0] if carried else error
+    name = inner.name() if isinstance(inner, KafkaError) else getattr(type(inner), "message", None)
+    return name if name in _AUTHORIZATION_ERRORS else None
+
+
+def authorization_failure(error: object, resource: str) -> AuthorizationFailure | None:
+    """The one-line failure for an authorization refusal on `resource` (librdkafka's errors name no resource), or None."""
+    name = authorization_error_name(error)
+    return AuthorizationFailure(f"{name} on {resource}: {ACLS_HINT}") if name else None
+
+
+def unauthorized_topic(client_config: dict[str, str], wanted: list[tuple[str, str]]) -> str | None:
+    """The first topic of `wanted` (topic, operation) on which the client's principal may not do that operation.
+
+    A refusal of AddPartitionsToTxn or TxnOffsetCommit does not say which topic it was about; the
+    topics' authorized operations (KIP-430, read with DESCRIBE) do. None if every one is allowed.
+    """
+    from confluent_kafka import KafkaException, TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    from conf.client_log import CLIENT_LOG
+
+    admin = AdminClient(client_config, logger=CLIENT_LOG)
+    futures = admin.describe_topics(TopicCollection(list(dict.fromkeys(t for t, _ in wanted))),
+                                    include_authorized_operations=True)
+    for topic, operation in wanted:
+        try:
+            allowed = {op.name for op in futures[topic].result(timeout=30).authorized_operations or ()}
+        except KafkaException:
+            return topic  # not even DESCRIBE
+        if operation not in allowed:
+            return topic
+    return None
+
+
+def java_authorization_failure(text: str, resource: str = "") -> AuthorizationFailure | None:
+    """The one-line failure for a Java client's authorization refusal found in `text` (a Spark error), or None.
+
+    Java names the topics and the group; for a transactional id or the cluster, `resource` says which.
+    """
+    for pattern, name in _JAVA_AUTHORIZATION:
+        match = pattern.search(text)
+        if match:
+            where = match.group(1) if match.groups() else resource or _AUTHORIZATION_ERRORS[name].lower()
+            return AuthorizationFailure(f"{name} on {where}: {ACLS_HINT}")
+    return None
 
 
 def kafka_failure(error: object, message: str) -> Exception:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
+from conf.client_config import KNOWN_PROPERTIES, ClientConfig, Connection
+from conf.metrics_endpoint import DEFAULT_METRICS_HOST, MetricsTls, metrics_tls
 from conf.settings import (DEFAULT_BOOTSTRAP, SettingsError, load_properties, metrics_linger_seconds,
                            output_file_problem, parse_kv_pairs)
 
@@ -31,10 +33,18 @@ _LIBRDKAFKA_DEFAULTS = {"linger.ms": 5, "request.timeout.ms": 30000, "delivery.t
 _ALIASES = {"queue.buffering.max.ms": "linger.ms", "message.timeout.ms": "delivery.timeout.ms"}
 
 
-def to_librdkafka_config(java_props: dict[str, str]) -> dict[str, str]:
+def security_properties(java_props: dict[str, str], source: str = "--producer-props") -> ClientConfig:
+    """The connection and security part of a producer's Java properties (conf/client_config.py translates it)."""
+    return ClientConfig.from_properties({key: value for key, value in java_props.items() if key in KNOWN_PROPERTIES},
+                                        source)
+
+
+def to_librdkafka_config(java_props: dict[str, str], source: str = "--producer-props") -> dict[str, str]:
     """Translate Java producer properties into librdkafka's names, dropping Java-only ones."""
-    config: dict[str, str] = {}
+    config: dict[str, str] = security_properties(java_props, source).librdkafka_security()
     for key, value in java_props.items():
+        if key in KNOWN_PROPERTIES and key != "bootstrap.servers":
+            continue  # translated above
         if key in _JAVA_ONLY_PROPERTIES:
             continue
         if key == "buffer.memory":
@@ -114,7 +124,10 @@ class ProduceSettings(BaseModel):
     resume: bool = False
     run_id: str | None = None
     metrics_port: int | None = None
-    metrics_host: str = "127.0.0.1"
+    metrics_host: str = DEFAULT_METRICS_HOST
+    metrics_tls_cert: Path | None = None
+    metrics_tls_key: Path | None = None
+    metrics_tls_client_ca: Path | None = None
     metrics_linger: float | None = None  # seconds; None: two scrape intervals when metrics_port is set
     output_json: Path | None = None
     # Java's default: a fresh "performance-producer-<uuid>" when transactions are on without an id.
@@ -163,12 +176,18 @@ class ProduceSettings(BaseModel):
             raise SettingsError("--metrics-port must be a TCP port")
         if self.metrics_linger is not None and self.metrics_linger < 0:
             raise SettingsError("--metrics-linger must be at least 0 seconds")
+        _ = self.metrics_tls  # refuses a half-given or missing certificate before the run
         if self.output_json is not None and (problem := output_file_problem(self.output_json)):
             raise SettingsError(f"--output-json {self.output_json}: {problem}")
         check_delivery_timeout(self.client_config())
         return self
 
     # ------------------------------------------------------------------ derived
+
+    @property
+    def metrics_tls(self) -> MetricsTls | None:
+        """The TLS of the /metrics endpoint (None: plain HTTP)."""
+        return metrics_tls(self.metrics_tls_cert, self.metrics_tls_key, self.metrics_tls_client_ca)
 
     @property
     def metrics_linger_s(self) -> float:
@@ -207,10 +226,24 @@ class ProduceSettings(BaseModel):
         """The bootstrap servers: the flag, else the properties, else the local broker."""
         return self.bootstrap_server or self._java_props().get("bootstrap.servers", DEFAULT_BOOTSTRAP)
 
+    @property
+    def connection(self) -> Connection:
+        """How this run's other clients (topic checks, the --resume reader) reach the cluster, as the producer does."""
+        return security_properties(self._java_props(), self._properties_source).connection(self.bootstrap)
+
+    @property
+    def _properties_source(self) -> str:
+        """Where the producer's properties came from, for error lines."""
+        if self.command_config is not None:
+            return f"--command-config {self.command_config}"
+        if self.producer_config is not None:
+            return f"--producer.config {self.producer_config}"
+        return "--producer-props"
+
     def client_config(self) -> dict[str, str]:
         """The librdkafka producer configuration this run uses."""
         config = with_java_idempotence_default({"client.id": "perf-producer-client",
-                                                **to_librdkafka_config(self._java_props())})
+                                                **to_librdkafka_config(self._java_props(), self._properties_source)})
         config["bootstrap.servers"] = self.bootstrap
         if self.transactions_enabled:
             config["transactional.id"] = (

@@ -63,11 +63,11 @@ def metrics_linger_seconds(metrics_port: int | None, linger_s: float | None) -> 
     return linger_s if linger_s is not None else METRICS_LINGER_SCRAPES * prometheus_scrape_interval_s()
 
 
-def linger_for_final_scrape(seconds: float, host: str, port: int) -> None:
-    """Keep this process (and its /metrics thread) alive so Prometheus scrapes the final values; Ctrl-C ends it."""
+def linger_for_final_scrape(seconds: float, url: str) -> None:
+    """Keep this process (and its /metrics thread at `url`) alive so Prometheus scrapes the final values; Ctrl-C ends it."""
     if seconds <= 0:
         return
-    print(f"serving the final metrics on http://{host}:{port}/metrics for {seconds:g} s (--metrics-linger)",
+    print(f"serving the final metrics on {url} for {seconds:g} s (--metrics-linger)",
           file=sys.stderr, flush=True)
     try:
         time.sleep(seconds)
@@ -231,6 +231,8 @@ class ClusterSettings(BaseModel):
     # Broker settings added after the template's (a later line wins in a .properties file), such as
     # a short offsets.retention.minutes for a cluster that shows offsets expiring.
     server_properties: dict[str, str] = Field(default_factory=dict)
+    # "sasl-ssl": the client listener is SASL_SSL (SCRAM-SHA-512) with StandardAuthorizer.
+    security: Literal["plaintext", "sasl-ssl"] = "plaintext"
 
     @field_validator("server_properties")
     @classmethod
@@ -246,6 +248,8 @@ class ClusterSettings(BaseModel):
         shape = handler(self)
         if not shape.get("server_properties", True):
             del shape["server_properties"]
+        if shape.get("security") == "plaintext":
+            del shape["security"]
         return shape
 
     @property
@@ -291,12 +295,29 @@ class ClusterSettings(BaseModel):
         """Return the folder holding one node's data, logs, config and pid file."""
         return self.state_dir / f"node-{node_id}"
 
-    def render_server_properties(self, node: NodePorts) -> str:
-        """Fill conf/broker/server.properties for one node."""
+    @property
+    def secured(self) -> bool:
+        """Whether clients must speak SASL_SSL."""
+        return self.security == "sasl-ssl"
+
+    def render_server_properties(self, node: NodePorts, security_values: dict[str, str] | None = None) -> str:
+        """Fill conf/broker/server.properties for one node; a secured cluster appends conf/broker/sasl-ssl.properties.
+
+        `security_values` fills the latter's placeholders (keystore, truststore, admin_user,
+        admin_password, broker_cn): they come from the cluster's material, which this floor does not make.
+        """
         template = string.Template((CONF_DIR / "broker" / "server.properties").read_text())
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller}" for n in self.nodes())
         extra = "".join(f"{key}={value}\n" for key, value in self.server_properties.items())
+        secured = ""
+        if self.secured:
+            if security_values is None:
+                raise SettingsError("a sasl-ssl cluster's server.properties needs its security material")
+            secured = string.Template((CONF_DIR / "broker" / "sasl-ssl.properties").read_text()).substitute(
+                security_values)
         return template.substitute(
+            client_listener="SASL_SSL" if self.secured else "PLAINTEXT",
+            controller_protocol="SSL" if self.secured else "PLAINTEXT",
             node_id=node.node_id,
             quorum_voters=voters,
             client_port=node.client,
@@ -307,7 +328,7 @@ class ClusterSettings(BaseModel):
             offsets_partitions=self.offsets_partitions,
             transaction_state_partitions=self.transaction_state_partitions,
             broker_session_timeout_ms=self.broker_session_timeout_ms,
-        ) + extra
+        ) + secured + extra
 
 
 def broker_log4j_config() -> Path:

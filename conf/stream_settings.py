@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from conf.client_config import PLAINTEXT, ClientConfig, Connection
+from conf.metrics_endpoint import DEFAULT_METRICS_HOST, MetricsTls, metrics_tls
 from conf.settings import (DEFAULT_BOOTSTRAP, SettingsError, metrics_linger_seconds, output_file_problem,
                            parse_kv_pairs)
 
@@ -27,7 +29,7 @@ _JOB_SOURCE_OPTIONS = {"kafka.bootstrap.servers": "--bootstrap-server", "subscri
 class StreamSettings(BaseModel):
     """One field per stream flag; cross-field rules are checked on construction."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
     input_topic: str
     output_topic: str
@@ -49,12 +51,17 @@ class StreamSettings(BaseModel):
     offsets_retention_minutes: int | None = None
     max_retries: int = 5
     metrics_port: int | None = None
-    metrics_host: str = "127.0.0.1"
+    metrics_host: str = DEFAULT_METRICS_HOST
+    metrics_tls_cert: Path | None = None
+    metrics_tls_key: Path | None = None
+    metrics_tls_client_ca: Path | None = None
     metrics_linger: float | None = None  # seconds; None: two scrape intervals when metrics_port is set
     output_json: Path | None = None
     timeout_s: float | None = None
     observe_visibility: bool = False
     visibility_log: Path | None = None  # implies observe_visibility
+    # --command-config, read once (settings_from_args): how every client of the job connects.
+    client_config: ClientConfig = PLAINTEXT
 
     @model_validator(mode="after")
     def _rules(self) -> StreamSettings:
@@ -80,15 +87,28 @@ class StreamSettings(BaseModel):
             raise SettingsError("--max-retries must be at least 0")
         if self.metrics_linger is not None and self.metrics_linger < 0:
             raise SettingsError("--metrics-linger must be at least 0 seconds")
+        _ = self.metrics_tls  # refuses a half-given or missing certificate before the run
         parse_kv_pairs(list(self.producer_props))
         for name in self.extra_source_options():
             if name.lower() in _JOB_SOURCE_OPTIONS:
                 raise SettingsError(f"--source-options {name}: set by the job ({_JOB_SOURCE_OPTIONS[name.lower()]})")
+            if name.lower().startswith(("kafka.security.", "kafka.sasl.", "kafka.ssl.")):
+                raise SettingsError(f"--source-options {name}: security settings come from --command-config,"
+                                    " which every client of the job shares")
+        for name in parse_kv_pairs(list(self.producer_props)):
+            if name.startswith(("security.", "sasl.", "ssl.")):
+                raise SettingsError(f"--producer-props {name}: security settings come from --command-config,"
+                                    " which every client of the job shares")
         if self.offsets_retention_minutes is not None and self.offsets_retention_minutes < 1:
             raise SettingsError("--offsets-retention-minutes must be at least 1")
         if self.output_json is not None and (problem := output_file_problem(self.output_json)):
             raise SettingsError(f"--output-json {self.output_json}: {problem}")
         return self
+
+    @property
+    def metrics_tls(self) -> MetricsTls | None:
+        """The TLS of the /metrics endpoint (None: plain HTTP)."""
+        return metrics_tls(self.metrics_tls_cert, self.metrics_tls_key, self.metrics_tls_client_ca)
 
     @property
     def metrics_linger_s(self) -> float:
@@ -122,10 +142,23 @@ class StreamSettings(BaseModel):
         """Spark Kafka source options given with --source-options, on top of the job's own."""
         return parse_kv_pairs(list(self.source_options))
 
+    @property
+    def connection(self) -> Connection:
+        """How the driver's librdkafka clients (group reads, admin) reach the cluster."""
+        return self.client_config.connection(self.bootstrap_server)
+
+    def spark_kafka_options(self) -> dict[str, str]:
+        """The `kafka.`-prefixed security options of Spark's Kafka source and writer."""
+        return self.client_config.spark_kafka_options()
+
     def producer_config(self) -> dict[str, str]:
-        """Client configuration shared by every sink producer (transactional.id is per task)."""
+        """Client configuration shared by every sink producer (transactional.id is per task).
+
+        It travels to the executors inside the task plan, security settings included (as PEM
+        strings, never as a path on the submitting machine).
+        """
         return {
-            "bootstrap.servers": self.bootstrap_server,
+            **self.connection.librdkafka(),
             "linger.ms": "5",
             # Partitions move between Python workers, so new producers are routine; librdkafka waits
             # reconnect.backoff.ms / 2 before its first connection to a broker the metadata names,

@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
+
+from conf.metrics_endpoint import MetricsTls, serve_metrics
 
 # Seconds. Dense below 50 ms, where a healthy loopback broker lives, then up to a KIP-91 timeout.
 SEND_LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 120.0)
@@ -102,6 +104,6 @@ class ProducerMetrics:
         if committed:
             self.abort_overhead.labels(**self._labels).set(sent / committed - 1.0)
 
-    def serve(self, port: int, host: str) -> None:
-        """Serve /metrics on host:port in a daemon thread."""
-        start_http_server(port, addr=host, registry=self.registry)
+    def serve(self, port: int, host: str, tls: MetricsTls | None = None) -> None:
+        """Serve /metrics on host:port in a daemon thread (over TLS when `tls` is given)."""
+        serve_metrics(self.registry, port, host, tls)

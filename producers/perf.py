@@ -39,8 +39,9 @@ from typing import TextIO
 import numpy as np
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
-from conf.failures import RunFailed, SettingsError, bind_failure, kafka_failure, kafka_reason
+from conf.failures import RunFailed, SettingsError, authorization_failure, bind_failure, kafka_failure, kafka_reason
 from conf.produce_settings import ProduceSettings
 from producers.metrics import ProducerMetrics
 from producers.perf_stats import LatencySummary, PerfStats, now_ms
@@ -253,18 +254,18 @@ class ProduceSummary:
 # ----------------------------------------------------------------------------- resume
 
 
-def find_resume_point(bootstrap: str, topic: str, run_id: str | None, timeout_s: float = 30.0) -> tuple[int, str | None]:
+def find_resume_point(bootstrap: str | Connection, topic: str, run_id: str | None,
+                      timeout_s: float = 30.0) -> tuple[int, str | None]:
     """Return (next sequence number, run id) after the newest committed record of a load.
 
     Only the tail of each partition is read (read_committed, widening the window until a
     record of the load turns up), so resuming a load of millions of records costs little.
     With no run id given, the newest committed record names the load to resume.
     """
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"eosbench-resume-{topic}",
-        "isolation.level": "read_committed", "enable.auto.commit": False,
+    consumer = Consumer(connection(bootstrap).librdkafka(**{
+        "group.id": f"eosbench-resume-{topic}", "isolation.level": "read_committed", "enable.auto.commit": False,
         "enable.partition.eof": True,
-    }, logger=CLIENT_LOG)
+    }), logger=CLIENT_LOG)
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if metadata is None or metadata.error is not None:
@@ -386,6 +387,12 @@ class ProducerPerformance:
             if self.client_stats.get("eos", {}).get("idemp_state") == "Assigned":
                 return
 
+    def _refused_resource(self, error: KafkaError) -> str:
+        """The resource an authorization refusal is about: the transactional id, else the topic."""
+        if error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            return self.client_config["transactional.id"]
+        return self.settings.topic
+
     def _end_transaction(self, producer: Producer, commit: bool) -> bool:
         """Commit or abort; return True if it committed. An expiry turns a commit into an abort."""
         if not commit:
@@ -401,6 +408,14 @@ class ProducerPerformance:
                 return commit
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
+                denied = authorization_failure(error, self._refused_resource(error))
+                if denied is not None:  # no retry helps; abort so that nothing stays open, then stop
+                    if commit:
+                        try:
+                            producer.abort_transaction(TRANSACTION_CALL_TIMEOUT_S)
+                        except KafkaException:
+                            pass  # the next init_transactions of this id aborts it
+                    raise denied from exc
                 if error.fatal():
                     raise ProduceFailed(
                         f"transactional.id {self.client_config['transactional.id']}: {error.str()}"
@@ -422,7 +437,7 @@ class ProducerPerformance:
             return
         if self.metrics and s.metrics_port:
             try:
-                self.metrics.serve(s.metrics_port, s.metrics_host)
+                self.metrics.serve(s.metrics_port, s.metrics_host, s.metrics_tls)
             except OSError as exc:
                 raise bind_failure(exc, s.metrics_host, s.metrics_port) from exc
         self._producer = self._new_producer()
@@ -436,14 +451,15 @@ class ProducerPerformance:
             try:
                 producer.init_transactions(TRANSACTION_CALL_TIMEOUT_S)
             except KafkaException as exc:
-                raise kafka_failure(exc, f"init_transactions failed at {s.bootstrap}: {kafka_reason(exc)}") from exc
+                raise (authorization_failure(exc, self._refused_resource(exc.args[0]))
+                       or kafka_failure(exc, f"init_transactions failed at {s.bootstrap}: {kafka_reason(exc)}")) from exc
 
         self._wait_until_ready(producer)
         first_seq = 0
         if s.resume:
             # init_transactions above fenced the interrupted producer and aborted its open
             # transaction, so the committed tail is now final.
-            first_seq, found_run_id = find_resume_point(s.bootstrap, s.topic, s.run_id)
+            first_seq, found_run_id = find_resume_point(s.connection, s.topic, s.run_id)
             self.run_id = found_run_id or self.run_id
             print(f"Resuming run {self.run_id} at sequence number {first_seq}.", file=self.out, flush=True)
         num_records = max(0, s.num_records - first_seq)

@@ -77,6 +77,7 @@ class AtLeastOnceKafkaSink(_ProcessedSink):
     def write(self, processed, batch_id: int) -> None:
         """Spark's Kafka writer, routing by the topic column (output or dead-letter)."""
         (processed.select("topic", "key", "value", "headers").write.format("kafka")
+         .options(**self.settings.spark_kafka_options())
          .option("kafka.bootstrap.servers", self.settings.bootstrap_server)
          .option("kafka.linger.ms", "5").save())
 

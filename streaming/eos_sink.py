@@ -41,8 +41,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from conf.client_config import connection_of
 from conf.client_log import CLIENT_LOG
-from conf.failures import RunFailed
+from conf.failures import (AuthorizationFailure, RunFailed, authorization_error_name, authorization_failure,
+                           java_authorization_failure, unauthorized_topic)
 from conf.stream_settings import StreamSettings
 from streaming.checkpoint import batch_end_offsets, batch_start_offsets, pending_batch
 from streaming.interruption import stop_kept_short
@@ -174,7 +176,9 @@ def _drop_producer(key: tuple) -> None:
 
 
 def _classify(exc: Exception) -> str | None:
-    """Step 5's cases: 'fenced' (or fatal), 'abortable', 'indefinite', or None for not Kafka's."""
+    """Step 5's cases: 'denied' (an ACL is missing), 'fenced' (or fatal), 'abortable', 'indefinite', or None for not Kafka's."""
+    if isinstance(exc, AuthorizationFailure) or authorization_error_name(exc):
+        return "denied"
     kafka = _kafka()
     if isinstance(exc, kafka.KafkaException):
         error = exc.args[0]
@@ -197,15 +201,14 @@ def _classify(exc: Exception) -> str | None:
 
 def _committed_offsets(plan: TaskPlan, topic: str, partitions: list[int]) -> dict[int, CommittedOffset]:
     """Step 2: the group's committed offsets of these partitions (stable), with the scope that wrote them."""
-    bootstrap = plan.producer_config["bootstrap.servers"]
-    reader = _OFFSET_READERS.get((plan.app_id, bootstrap))
+    cluster = connection_of(plan.producer_config)
+    reader = _OFFSET_READERS.get((plan.app_id, cluster))
     if reader is None:
-        reader = _kafka().Consumer({
-            "bootstrap.servers": bootstrap, "group.id": plan.app_id,
-            "isolation.level": "read_committed", "enable.auto.commit": False,
-        }, logger=CLIENT_LOG)
-        _OFFSET_READERS[(plan.app_id, bootstrap)] = reader
-    return read_committed_offsets(reader, topic, partitions)
+        reader = _kafka().Consumer(cluster.librdkafka(**{
+            "group.id": plan.app_id, "isolation.level": "read_committed", "enable.auto.commit": False,
+        }), logger=CLIENT_LOG)
+        _OFFSET_READERS[(plan.app_id, cluster)] = reader
+    return read_committed_offsets(reader, topic, partitions, plan.app_id)
 
 
 def _maybe_fault(plan: TaskPlan, where: str, partition: int) -> None:
@@ -427,6 +430,11 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             if kind is None:
                 _drop_producer(key)  # never leave a worker with a producer inside a transaction
                 raise
+            if kind == "denied":  # no retry can grant an ACL: abort what this attempt began, and stop
+                _abort_and_drop(key)
+                if isinstance(exc, AuthorizationFailure):
+                    raise
+                raise _denial(plan, txn_id, topic, exc) from exc
             if kind == "fenced":
                 stats["fenced"] += 1
                 _drop_producer(key)
@@ -446,6 +454,30 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
     stats.update({f"phase_{phase}_s": seconds for phase, seconds in timings.items()})
     stats["latency_counts"] = latency_histogram(latencies).tolist()
     return stats
+
+
+def _abort_and_drop(key: tuple) -> None:
+    """Abort the producer's transaction if it can, so that nothing stays open on the outputs, then forget it."""
+    producer = _PRODUCERS.get(key)
+    if producer is not None:
+        try:
+            producer.abort_transaction(30)
+        except Exception:  # not in a transaction, or refused: the next init of this id aborts it
+            pass
+    _drop_producer(key)
+
+
+def _denial(plan: TaskPlan, txn_id: str, input_topic: str, exc: Exception) -> AuthorizationFailure:
+    """The one-line failure of a refused transaction, naming the transactional id, group or topic whose ACL is missing."""
+    name = authorization_error_name(exc)
+    if name == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED":
+        resource = txn_id
+    elif name == "GROUP_AUTHORIZATION_FAILED":
+        resource = plan.app_id
+    else:  # AddPartitionsToTxn (output, dead letters) or TxnOffsetCommit (input): ask which one
+        wanted = [(plan.output_topic, "WRITE"), (plan.dead_letter_topic, "WRITE"), (input_topic, "READ")]
+        resource = unauthorized_topic(connection_of(plan.producer_config).librdkafka(), wanted) or ", ".join(t for t, _ in wanted)
+    return authorization_failure(exc, resource)
 
 
 def _check_replay_has_its_offsets(plan: TaskPlan, topic: str, committed: dict[int, CommittedOffset],
@@ -564,11 +596,19 @@ def planned_ranges(df) -> tuple | None:
         return None
 
 
-def _refusal_in(exc: Exception) -> SinkPreconditionError | None:
-    """The refusal a sink task raised, recovered from the Spark job failure that carries it."""
-    marker = f"{SinkPreconditionError.__name__}: "
-    lines = [line for line in str(exc).splitlines() if marker in line]
-    return SinkPreconditionError(lines[-1].split(marker, 1)[1].strip()) if lines else None
+def _refusal_in(exc: Exception) -> Exception | None:
+    """What stopped a batch for good, recovered from the Spark job failure that carries it.
+
+    A sink task's refusal (SinkPreconditionError) or missing ACL (AuthorizationFailure), or the
+    Kafka source's refused fetch (Java's TopicAuthorizationException): retrying cannot help.
+    """
+    text = str(exc)
+    for kind in (SinkPreconditionError, AuthorizationFailure):
+        marker = f"{kind.__name__}: "
+        lines = [line for line in text.splitlines() if marker in line]
+        if lines:
+            return kind(lines[-1].split(marker, 1)[1].strip())
+    return java_authorization_failure(text)
 
 
 class TransactionalSink:
@@ -581,14 +621,15 @@ class TransactionalSink:
         self.spark = spark
         self.on_batch = on_batch
         # Member-less group metadata (generation -1, no member id), built once and shipped.
-        memberless = Consumer({"bootstrap.servers": settings.bootstrap_server, "group.id": settings.group_id,
-                               "isolation.level": "read_committed", "enable.auto.commit": False}, logger=CLIENT_LOG)
+        memberless = Consumer(settings.connection.librdkafka(**{
+            "group.id": settings.group_id, "isolation.level": "read_committed", "enable.auto.commit": False}),
+            logger=CLIENT_LOG)
         try:
             self.group_metadata = memberless.consumer_group_metadata()
             topic = settings.input_topic
             self._partitions = sorted(memberless.list_topics(topic, timeout=30).topics[topic].partitions)
-            check_scope(read_committed_offsets(memberless, topic, self._partitions), topic, settings.group_id,
-                        settings.txn_scope)
+            check_scope(read_committed_offsets(memberless, topic, self._partitions, settings.group_id), topic,
+                        settings.group_id, settings.txn_scope)
         finally:
             memberless.close()
         self.fault = os.environ.get("EOSBENCH_FAULT") or None
@@ -597,8 +638,8 @@ class TransactionalSink:
         # The driver's transactions (empty slices, batch scope, the keeper) share the driver's cached
         # producers; one lock serialises them, and the keeper never runs while a batch does.
         self.lock = threading.Lock()
-        self.refusal: SinkPreconditionError | None = None  # what stopped the query, for a one-line error
-        retention = settings.offsets_retention_minutes or brokers_offsets_retention_minutes(settings.bootstrap_server)
+        self.refusal: Exception | None = None  # what stopped the query for good, for a one-line error
+        retention = settings.offsets_retention_minutes or brokers_offsets_retention_minutes(settings.connection)
         if retention is None:
             retention = KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES
             SINK_LOG.warning("offsets.retention.minutes: the brokers' configuration is not readable, assuming Kafka's"
@@ -643,7 +684,7 @@ class TransactionalSink:
         try:
             with self.lock, stop_kept_short(batch_id):
                 stats = self._run_batch(df, batch_id)
-        except SinkPreconditionError as exc:
+        except (SinkPreconditionError, AuthorizationFailure) as exc:
             self.refusal = exc
             raise
         except Exception as exc:

@@ -26,6 +26,9 @@ if __package__ in (None, ""):  # `spark-submit streaming/job.py`: make the repos
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 try:
+    from conf.client_config import COMMAND_CONFIG_HELP, ClientConfig  # noqa: E402
+    from conf.failures import AuthorizationFailure, java_authorization_failure  # noqa: E402
+    from conf.metrics_endpoint import add_metrics_tls_arguments, metrics_url  # noqa: E402
     from conf.settings import DEFAULT_BOOTSTRAP, STDOUT, SettingsError, linger_for_final_scrape  # noqa: E402
     from conf.stream_settings import StreamSettings  # noqa: E402
     from streaming.stats import BatchStats, histogram_percentile  # noqa: E402
@@ -40,8 +43,10 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     """The stream flags, shared by `spark-submit streaming/job.py` and `eosbench stream`."""
     parser.add_argument("--input-topic", required=True, help="read this topic read_committed")
     parser.add_argument("--output-topic", required=True, help="write the processed records here")
-    parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
-                        help="Kafka bootstrap servers (default: %(default)s)")
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                        help="Kafka bootstrap servers (default: bootstrap.servers of --command-config, else"
+                             f" {DEFAULT_BOOTSTRAP})")
+    parser.add_argument("--command-config", type=Path, metavar="FILE", help=COMMAND_CONFIG_HELP)
     parser.add_argument("--app-id", default="eosbench",
                         help="the sink's consumer group and transactional-id prefix (default: %(default)s)")
     parser.add_argument("--sink", choices=("kafka-eos", "kafka-alo", "delta"), default="kafka-eos",
@@ -76,6 +81,7 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-retries", type=int, default=5, help="transaction retries inside a task")
     parser.add_argument("--metrics-port", type=int, help="serve the driver's Prometheus /metrics on this port (default: none)")
     parser.add_argument("--metrics-host", default="127.0.0.1", help="address /metrics binds to (default: 127.0.0.1)")
+    add_metrics_tls_arguments(parser)
     parser.add_argument("--metrics-linger", type=float, metavar="SECONDS",
                         help="keep /metrics up this long after the run, so its final values are scraped"
                              " (default with --metrics-port: two scrape intervals of conf/prometheus/prometheus.yml)")
@@ -92,6 +98,8 @@ def settings_from_args(args: argparse.Namespace) -> StreamSettings:
     """Build StreamSettings from parsed flags (raises ValueError with a one-line message)."""
     fields = {name: value for name, value in vars(args).items()
               if name in StreamSettings.model_fields and value is not None}
+    fields["client_config"] = ClientConfig.load(args.command_config)
+    fields["bootstrap_server"] = fields["client_config"].bootstrap(args.bootstrap_server)
     fields["producer_props"] = tuple(fields.get("producer_props", ()))
     fields["source_options"] = tuple(fields.get("source_options", ()))
     return StreamSettings(**fields)
@@ -111,7 +119,7 @@ def starting_offsets(settings: StreamSettings) -> str:
 
     if settings.starting_offsets != "group" or initial_offsets(settings.checkpoint_dir):
         return "earliest" if settings.starting_offsets == "group" else settings.starting_offsets
-    return group_starting_offsets(settings.bootstrap_server, settings.group_id, settings.input_topic,
+    return group_starting_offsets(settings.connection, settings.group_id, settings.input_topic,
                                   [settings.output_topic, settings.dead_letter])
 
 
@@ -119,6 +127,7 @@ def source(spark, settings: StreamSettings):
     """The read_committed Kafka stream."""
     reader = (spark.readStream.format("kafka")
               .options(**settings.extra_source_options())
+              .options(**settings.spark_kafka_options())
               .option("kafka.bootstrap.servers", settings.bootstrap_server)
               .option("subscribe", settings.input_topic)
               .option("kafka.isolation.level", "read_committed")
@@ -242,8 +251,8 @@ def _group_reader(settings: StreamSettings):
 
     from conf.client_log import CLIENT_LOG
 
-    return Consumer({"bootstrap.servers": settings.bootstrap_server, "group.id": settings.group_id,
-                     "enable.auto.commit": False}, logger=CLIENT_LOG)
+    return Consumer(settings.connection.librdkafka(**{"group.id": settings.group_id, "enable.auto.commit": False}),
+                    logger=CLIENT_LOG)
 
 
 def group_lag(settings: StreamSettings, reader) -> int:
@@ -282,13 +291,13 @@ def steady_input_rate(progress: list, skip: int = 2) -> float | None:
     return sum(rows[:-1]) / (starts[-1] - starts[0])
 
 
-def print_batch(batch: BatchStats, out=sys.stdout) -> None:
-    """One line per micro-batch."""
+def print_batch(batch: BatchStats, out=None) -> None:
+    """One line per micro-batch, on `out` (default: stdout as it is at the time, not at import)."""
     print(f"batch {batch.batch_id}: {batch.records_in} in, {batch.records_out} out,"
           f" {batch.records_dead_lettered} dead-lettered, {batch.records_skipped} skipped as replay;"
           f" transactions {batch.outcomes}; {batch.duration_s:.2f} s; end-to-end p50"
           f" {histogram_percentile(batch.latency_counts, 0.5):.0f} ms p99"
-          f" {histogram_percentile(batch.latency_counts, 0.99):.0f} ms", file=out, flush=True)
+          f" {histogram_percentile(batch.latency_counts, 0.99):.0f} ms", file=out or sys.stdout, flush=True)
 
 
 def _visibility_observer(settings: StreamSettings, metrics):
@@ -316,7 +325,7 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
         from streaming.metrics import StreamMetrics
 
         metrics = StreamMetrics(settings.app_id, settings.sink)
-        metrics.serve(settings.metrics_port, settings.metrics_host)
+        metrics.serve(settings.metrics_port, settings.metrics_host, settings.metrics_tls)
 
     observer = _visibility_observer(settings, metrics)
 
@@ -350,9 +359,12 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
                 query.stop()
         except KeyboardInterrupt:
             query.stop()
-        except Exception:  # the query failed; a refusal of the sink says why in one line
+        except Exception as exc:  # the query failed; a refusal of the sink, or of an ACL, says why in one line
             if getattr(sink, "refusal", None) is None:
-                raise
+                denied = java_authorization_failure(str(exc))  # Spark's Kafka source or writer refused
+                if denied is None:
+                    raise
+                raise denied from None
         finally:
             if watcher:
                 watcher.stop()
@@ -388,8 +400,11 @@ def main(argv: list[str] | None = None) -> int:
         summary = run(spark, settings)
     except SettingsError as exc:  # the sink refused the query or the group: nothing was committed
         parser.exit(2, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
+    except AuthorizationFailure as exc:  # a missing ACL: the CLI contract's exit 3, the environment
+        parser.exit(3, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
     print(summary.to_json())
-    linger_for_final_scrape(settings.metrics_linger_s, settings.metrics_host, settings.metrics_port)
+    linger_for_final_scrape(settings.metrics_linger_s, metrics_url(settings.metrics_host, settings.metrics_port,
+                                                               settings.metrics_tls))
     return 0
 
 

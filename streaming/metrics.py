@@ -12,10 +12,11 @@ import json
 from collections.abc import Iterator
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from conf.metrics_endpoint import MetricsTls, serve_metrics
 from streaming.stats import LATENCY_BOUNDS_MS, OUTCOMES, PHASES, BatchStats
 
 # Seconds; each is a 5 %-bucket edge (1.05^k ms) within 0.5 % of a round value.
@@ -153,9 +154,9 @@ class StreamMetrics:
         if self._span:
             self.aborted_ratio.labels(**self.labels).set(max(0.0, 1.0 - self._visible / self._span))
 
-    def serve(self, port: int, host: str) -> None:
-        """Serve /metrics on host:port in a daemon thread."""
-        start_http_server(port, addr=host, registry=self.registry)
+    def serve(self, port: int, host: str, tls: MetricsTls | None = None) -> None:
+        """Serve /metrics on host:port in a daemon thread (over TLS when `tls` is given)."""
+        serve_metrics(self.registry, port, host, tls)
 
 
 def _offsets(value) -> dict:

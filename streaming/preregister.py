@@ -26,6 +26,8 @@ import logging
 import threading
 import time
 
+from conf.client_config import kafka_python_options
+
 _TM_LOGGER = "kafka.producer.transaction_manager"
 
 
@@ -51,7 +53,8 @@ class PreRegisteringProducer:
 
         extra = {"linger_ms": int(config.get("linger.ms", 5))}
         self._producer = KafkaProducer(bootstrap_servers=config["bootstrap.servers"].split(","),
-                                       transactional_id=transactional_id, acks="all", **extra)
+                                       transactional_id=transactional_id, acks="all", **extra,
+                                       **kafka_python_options(config))
         self._offsets_sent = False
         self._counter = _ResponseCounter()
         logger = logging.getLogger(_TM_LOGGER)

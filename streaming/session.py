@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
+from conf.secrets import SECRET_KEY_PATTERN, SECRET_VALUE_PATTERN
 from conf.settings import console_log4j_config
 
 # Two threads, and up to four attempts per task: local mode otherwise never retries a failed
@@ -35,6 +36,10 @@ DEFAULT_CONF: dict[str, str] = {
     # The job sums numInputRows over a run's progress reports; keep all of a long run's.
     "spark.sql.streaming.numRecentProgressUpdates": "100000",
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={console_log4j_config()}",
+    # Passwords and keys of --command-config reach Spark as `kafka.`-prefixed source and writer
+    # options: hidden on the UI's environment page, in the event log and in the plans it shows.
+    "spark.redaction.regex": SECRET_KEY_PATTERN,
+    "spark.sql.redaction.string.regex": SECRET_VALUE_PATTERN,
 }
 
 

@@ -23,6 +23,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from conf.client_config import Connection, connection
+from conf.failures import authorization_failure
 from conf.settings import SettingsError
 
 SCOPE_TAG_PREFIX = "eosbench txn-scope="
@@ -66,12 +68,13 @@ def _scope_in(tp) -> str | None:
     return next((scope for scope in SCOPES if rest.startswith(scope)), None)
 
 
-def read_committed_offsets(consumer, topic: str, partitions, timeout_s: float = 60.0) -> dict[int, CommittedOffset]:
-    """The group's committed offsets (stable, when the consumer is read_committed) with their scopes.
+def read_committed_offsets(consumer, topic: str, partitions, group: str, timeout_s: float = 60.0) -> dict[int, CommittedOffset]:
+    """The committed offsets of `group` (the consumer's) (stable, when the consumer is read_committed) with their scopes.
 
     An error, for the whole request or for one partition, is never read as "no commit", which
     would send the sink back to the start of the partition: a passing one (the coordinator moving
-    or loading, a pending transaction's offsets) is retried until the timeout, any other raises.
+    or loading, a pending transaction's offsets) is retried until the timeout, an authorization
+    refusal names the group or topic, any other raises.
     """
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -89,7 +92,8 @@ def read_committed_offsets(consumer, topic: str, partitions, timeout_s: float = 
         if error is None:
             break
         if not (error.retriable() or error.code() in passing) or time.monotonic() >= deadline:
-            raise KafkaException(error)
+            denied = authorization_failure(error, topic if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED else group)
+            raise denied or KafkaException(error)
         time.sleep(0.2)
     return {tp.partition: CommittedOffset(tp.offset if tp.offset >= 0 else -1, _scope_in(tp)) for tp in answer}
 
@@ -105,7 +109,7 @@ def check_scope(committed: dict[int, CommittedOffset], topic: str, group: str, s
             f" transactions. Keep --txn-scope {other}, or use a new --app-id")
 
 
-def brokers_offsets_retention_minutes(bootstrap: str) -> int | None:
+def brokers_offsets_retention_minutes(bootstrap: str | Connection) -> int | None:
     """The brokers' offsets.retention.minutes (the smallest), or None if their configuration is not
     readable (a principal without DescribeConfigs on the cluster)."""
     from confluent_kafka import KafkaException
@@ -113,7 +117,7 @@ def brokers_offsets_retention_minutes(bootstrap: str) -> int | None:
 
     from conf.client_log import CLIENT_LOG
 
-    admin = AdminClient({"bootstrap.servers": bootstrap}, logger=CLIENT_LOG)
+    admin = AdminClient(connection(bootstrap).librdkafka(), logger=CLIENT_LOG)
     try:
         brokers = admin.list_topics(timeout=30).brokers
         futures = admin.describe_configs([ConfigResource(ResourceType.BROKER, str(b)) for b in brokers])
@@ -122,7 +126,7 @@ def brokers_offsets_retention_minutes(bootstrap: str) -> int | None:
         return None
 
 
-def group_starting_offsets(bootstrap: str, group: str, topic: str, written_topics: list[str]) -> str:
+def group_starting_offsets(bootstrap: str | Connection, group: str, topic: str, written_topics: list[str]) -> str:
     """startingOffsets JSON from the group's committed offsets, refusing offsets that may have expired.
 
     A partition without a committed offset starts at its earliest offset, which is right only if
@@ -135,11 +139,11 @@ def group_starting_offsets(bootstrap: str, group: str, topic: str, written_topic
 
     from conf.client_log import CLIENT_LOG
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
-                         "enable.auto.commit": False}, logger=CLIENT_LOG)
+    consumer = Consumer(connection(bootstrap).librdkafka(**{"group.id": group, "isolation.level": "read_committed",
+                                                            "enable.auto.commit": False}), logger=CLIENT_LOG)
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
-        committed = read_committed_offsets(consumer, topic, partitions)
+        committed = read_committed_offsets(consumer, topic, partitions, group)
         missing = [p for p, c in committed.items() if c.offset < 0]
         holding = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False) for p in missing}
         holding = {p: (low, high) for p, (low, high) in holding.items() if high > low}

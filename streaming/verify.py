@@ -52,8 +52,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from streaming.headers import SRC_HEADER, TXN_HEADER, TXN_RECORDS_HEADER, attempt_token
+from conf.failures import authorization_failure
 from streaming.sink_group import read_committed_offsets
 
 SAMPLE = 10  # ids quoted per violation in the report
@@ -95,13 +97,13 @@ class TopicIndex:
                           self.end_offsets, self.txn_names)
 
 
-def _consumer(bootstrap: str, isolation: str) -> Consumer:
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": "eosbench-verify", "isolation.level": isolation,
-                     "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest"},
-                    logger=CLIENT_LOG)
+def _consumer(bootstrap: str | Connection, isolation: str) -> Consumer:
+    return Consumer(connection(bootstrap).librdkafka(**{
+        "group.id": "eosbench-verify", "isolation.level": isolation, "enable.auto.commit": False,
+        "enable.partition.eof": True, "auto.offset.reset": "earliest"}), logger=CLIENT_LOG)
 
 
-def read_index(bootstrap: str, topic: str, isolation: str, with_src: bool, timeout_s: float = 60.0,
+def read_index(bootstrap: str | Connection, topic: str, isolation: str, with_src: bool, timeout_s: float = 60.0,
                start_offsets: dict[int, int] | None = None) -> TopicIndex:
     """Read a topic to its end at one isolation level (from start_offsets, else the start), keeping integers."""
     start = start_offsets or {}
@@ -134,7 +136,11 @@ def read_index(bootstrap: str, topic: str, isolation: str, with_src: bool, timeo
                     if error.code() == KafkaError._PARTITION_EOF:
                         at_end.add(message.partition())
                         continue
-                    raise RuntimeError(f"{topic}: {error.str()}")
+                    if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                        # The reader's group is a name only (it assigns and commits nothing), but
+                        # librdkafka still looks its coordinator up: a principal needs no ACL for it.
+                        continue
+                    raise authorization_failure(error, topic) or RuntimeError(f"{topic}: {error.str()}")
                 # A topic still being written never shows its end to a reader that keeps receiving
                 # records, so a read ends at the end offsets it saw when it began.
                 partition, offset = message.partition(), message.offset()
@@ -178,7 +184,7 @@ class IncrementalIndexes:
     def __init__(self) -> None:
         self._held: dict[tuple[str, str, str, bool], TopicIndex] = {}
 
-    def read(self, bootstrap: str, topic: str, isolation: str, with_src: bool) -> TopicIndex:
+    def read(self, bootstrap: str | Connection, topic: str, isolation: str, with_src: bool) -> TopicIndex:
         """The whole topic's index, as `read_index` returns it, reading only what is new."""
         key = (bootstrap, topic, isolation, with_src)
         held = self._held.get(key)
@@ -191,7 +197,7 @@ class IncrementalIndexes:
         return index
 
 
-def stable_and_end_offsets(bootstrap: str, topic: str, timeout_s: float = 30.0) -> dict[int, tuple[int, int]]:
+def stable_and_end_offsets(bootstrap: str | Connection, topic: str, timeout_s: float = 30.0) -> dict[int, tuple[int, int]]:
     """{partition: (last stable offset, end offset)}; they differ while a transaction is open."""
     committed, uncommitted = _consumer(bootstrap, "read_committed"), _consumer(bootstrap, "read_uncommitted")
     try:
@@ -204,12 +210,12 @@ def stable_and_end_offsets(bootstrap: str, topic: str, timeout_s: float = 30.0) 
         uncommitted.close()
 
 
-def group_offsets(bootstrap: str, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
+def group_offsets(bootstrap: str | Connection, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
     """The group's committed offsets (stable), -1 where none."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
-                         "enable.auto.commit": False}, logger=CLIENT_LOG)
+    consumer = Consumer(connection(bootstrap).librdkafka(**{"group.id": group, "isolation.level": "read_committed",
+                                                            "enable.auto.commit": False}), logger=CLIENT_LOG)
     try:
-        return {p: c.offset for p, c in read_committed_offsets(consumer, topic, partitions).items()}
+        return {p: c.offset for p, c in read_committed_offsets(consumer, topic, partitions, group).items()}
     finally:
         consumer.close()
 
@@ -287,7 +293,7 @@ def torn_transactions(topic: TopicIndex, settled: np.ndarray) -> tuple[int, list
     return int(np.count_nonzero(judged)), sorted(topic.txn_names[int(token)] for token in tokens[torn])
 
 
-def verify(bootstrap: str, input_topic: str, output_topic: str, app_id: str | None = None,
+def verify(bootstrap: str | Connection, input_topic: str, output_topic: str, app_id: str | None = None,
            dead_letter_topic: str | None = None, topic_exists=None, live: bool = False,
            indexes: IncrementalIndexes | None = None, stable_timeout_s: float = 90.0) -> VerifyReport:
     """Run every check and return the report (live: judge the stable prefix of a running pipeline)."""
@@ -406,7 +412,7 @@ def _conclude(report: VerifyReport) -> VerifyReport:
     return report
 
 
-def wait_until_stable(bootstrap: str, topics: list[str], timeout_s: float) -> list[str]:
+def wait_until_stable(bootstrap: str | Connection, topics: list[str], timeout_s: float) -> list[str]:
     """Find hanging transactions in a running pipeline; return one line per hanging partition.
 
     Open transactions are normal while producers run, so a snapshot of end offsets is taken and

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from conf.secrets import masked
 from conf.settings import load_properties
 from eosbench.bench import results
 from eosbench.bench.produce import run_eosbench as fill_topic
@@ -133,7 +134,8 @@ def _append_rows(report: dict, outcome: dict[str, StreamingBenchResult], brokers
             baseline={"tx": "plain-base", "tx-prereg": "plain-tx-kafka-python"}.get(mode),
             overhead_ratio=(report.get("tx_over_base", {}).get("throughput_base_over_tx") if mode == "tx" else
                             1 / report["prereg_on_over_off"]["throughput"] if mode == "tx-prereg" else None),
-            config_json=json.dumps({k: str(v) for k, v in vars(args).items()}), figures_json=json.dumps(report["modes"][mode])))
+            config_json=json.dumps(masked({k: str(v) for k, v in vars(args).items()})),
+            figures_json=json.dumps(report["modes"][mode])))
     started = time.monotonic()
     path = results.append_rows(spark_session("eosbench-results"), rows, args.results_dir)
     report["results_table"] = f"{path} ({len(rows)} rows, {time.monotonic() - started:.1f} s)"

@@ -6,6 +6,7 @@ import argparse
 import copy
 from pathlib import Path
 
+from conf.client_config import COMMAND_CONFIG_HELP, ClientConfig, Connection
 from conf.settings import DEFAULT_BOOTSTRAP, eosbench_home
 from eosbench.console.errors import EXIT_BAD_INPUT
 
@@ -82,11 +83,18 @@ def duration(text: str) -> float:
 
 
 def bootstrap_flag() -> argparse.ArgumentParser:
-    """A parent parser with `--bootstrap-server`, for every command that talks to Kafka."""
+    """A parent parser with `--bootstrap-server` and `--command-config`, for every command that talks to Kafka."""
     parent = OneLineArgumentParser(add_help=False)
     parent.add_argument("--bootstrap-server", metavar="HOST:PORT", dest="bootstrap",
-                        help=f"Kafka bootstrap servers (default: the local broker, {DEFAULT_BOOTSTRAP})")
+                        help="Kafka bootstrap servers (default: bootstrap.servers of --command-config,"
+                             f" else the local broker, {DEFAULT_BOOTSTRAP})")
+    parent.add_argument("--command-config", type=Path, metavar="FILE", help=COMMAND_CONFIG_HELP)
     return parent
+
+
+def kafka_connection(args: argparse.Namespace) -> Connection:
+    """The Connection a command's --bootstrap-server and --command-config name (the file is read once, here)."""
+    return ClientConfig.load(args.command_config).connection(args.bootstrap)
 
 
 def state_dir_flag() -> argparse.ArgumentParser:

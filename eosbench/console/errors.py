@@ -104,7 +104,12 @@ def classify_failure(exc: Exception) -> tuple[int | None, str]:
     from confluent_kafka import KafkaError, KafkaException
 
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return classify_failure(kafka_failure(exc, f"Kafka: {kafka_reason(exc)}"))
+        reason = kafka_reason(exc)
+        broker = re.search(r"\w+://([^/\s]+)/", reason)
+        security_line = kafka_security_failure(reason, {}, broker[1] if broker else "the broker")
+        if security_line:
+            return EXIT_ENVIRONMENT, security_line
+        return classify_failure(kafka_failure(exc, f"Kafka: {reason}"))
     module = type(exc).__module__
     if module.startswith(("py4j", "pyspark")):
         # Spark rejects an argument it was handed (a setting, an option) as IllegalArgumentException.
@@ -114,6 +119,64 @@ def classify_failure(exc: Exception) -> tuple[int | None, str]:
         where = f" ({exc.filename})" if exc.filename else ""
         return EXIT_ENVIRONMENT, f"{exc.strerror or _first_line(exc)}{where}"
     return None, (f"{type(exc).__name__}: {_first_line(exc)} (set EOSBENCH_DEBUG=1 for the traceback)")
+
+
+# --------------------------------------------------------------------------- authentication and TLS
+
+# What a Kafka client's authentication or TLS error means, one rule per failure a user meets with a
+# wrong --command-config. Each rule is (pattern in librdkafka's error text, a function of the match,
+# the connection and the bootstrap servers giving the one line). Extend the list for new cases.
+SecurityRule = tuple[re.Pattern, Callable[[re.Match, dict[str, str], str], str]]
+
+
+def _certificate_line(_match: re.Match, security: dict[str, str], bootstrap: str) -> str:
+    # librdkafka words every failed verification alike; Python's ssl names the reason (hostname or trust).
+    reason = tls_verify_problem(bootstrap, security) or "certificate verify failed"
+    if reason.lower().startswith("hostname mismatch"):
+        host = bootstrap.split(",")[0].rsplit(":", 1)[0]
+        return (f"TLS hostname mismatch at {bootstrap}: the broker's certificate is not valid for {host!r};"
+                " connect by a name or address the certificate holds")
+    return (f"TLS: the broker's certificate at {bootstrap} is not trusted ({reason}); point ssl.truststore.location"
+            " at the CA that signed it")
+
+
+SECURITY_FAILURES: list[SecurityRule] = [
+    (re.compile(r"SASL (?P<mechanism>[\w-]+) mechanism handshake failed: .*supported mechanisms: (?P<offered>[\w, -]+)"),
+     lambda m, _s, bootstrap: (f"SASL mechanism {m['mechanism']} is not offered by the broker at {bootstrap} (it"
+                               f" offers {m['offered'].strip()}); set sasl.mechanism accordingly")),
+    (re.compile(r"Authentication failed during authentication due to invalid credentials"),
+     lambda _m, security, bootstrap: (f"SASL authentication failed at {bootstrap}: user"
+                                      f" {security.get('sasl.username', '?')!r} and its password were refused (a wrong"
+                                      " password or an unknown user: Kafka does not say which)")),
+    (re.compile(r"certificate verify failed"), _certificate_line),
+]
+
+
+def kafka_security_failure(error_text: str, security: dict[str, str], bootstrap: str) -> str | None:
+    """The one line that says which authentication or TLS failure a Kafka client error is, or None."""
+    for pattern, line in SECURITY_FAILURES:
+        match = pattern.search(error_text)
+        if match:
+            return line(match, security, bootstrap)
+    return None
+
+
+def tls_verify_problem(bootstrap: str, security: dict[str, str], timeout_s: float = 5.0) -> str | None:
+    """Why the first bootstrap server's certificate fails verification with these settings (Python's ssl), or None."""
+    import socket
+    import ssl
+
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    context = ssl.create_default_context(cadata=security.get("ssl.ca.pem"))
+    context.check_hostname = security.get("ssl.endpoint.identification.algorithm", "https") == "https"
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s) as raw:
+            with context.wrap_socket(raw, server_hostname=host):
+                return None
+    except ssl.SSLCertVerificationError as exc:
+        return exc.verify_message
+    except (OSError, ValueError):
+        return None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -18,12 +18,14 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from conf.client_config import ClientConfig, Connection
 from conf.settings import ClusterSettings, NodePorts, broker_log4j_config, jmx_exporter_config
 from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.jars import resolve_bundle
 from eosbench.local.kafka_admin import wait_transactions_ready
 from eosbench.local.processes import proc_stat, process_alive, send_signal, wait_gone
+from eosbench.local.security import ADMIN_USER, BROKER_CERT_CN, SCRAM_MECHANISM, security_material
 
 STOP_GRACE_S = 30.0
 READY_TIMEOUT_S = 120.0
@@ -65,6 +67,34 @@ class LocalCluster:
             return None
         recorded = json.loads(state_file.read_text())
         return cls(ClusterSettings(state_dir=state_dir, **recorded["settings"]))
+
+    @property
+    def connection(self) -> Connection:
+        """How clients reach this cluster: PLAINTEXT, or as the admin user of a secured cluster."""
+        if not self.settings.secured:
+            return Connection(self.settings.bootstrap_servers)
+        return ClientConfig.load(self.client_properties).connection(self.settings.bootstrap_servers)
+
+    @property
+    def client_properties(self) -> Path | None:
+        """The admin user's client.properties of a secured cluster (None for PLAINTEXT)."""
+        return security_material(self.settings.state_dir).client_properties if self.settings.secured else None
+
+    def add_scram_user(self, user: str, password: str) -> Path:
+        """Create a SCRAM user on this secured cluster (as the admin) and write its client.properties; return that path.
+
+        The user holds no ACL yet, so it can do nothing until it is granted some (least privilege).
+        """
+        from eosbench.local.kafka_admin import create_scram_user
+
+        if not self.settings.secured:
+            raise BadInput("SCRAM users need a cluster started with --security sasl-ssl")
+        create_scram_user(self.connection, user, password, SCRAM_MECHANISM)
+        material = security_material(self.settings.state_dir)
+        path = material.folder / f"{user}.properties"
+        path.write_text(material.client_properties_text(self.settings.bootstrap_servers, user, password))
+        path.chmod(0o600)
+        return path
 
     @property
     def _state_file(self) -> Path:
@@ -136,16 +166,12 @@ class LocalCluster:
         recorded = self._recorded_state()
         shape = self.settings.model_dump(mode="json", exclude={"state_dir"})
         if recorded and recorded["settings"] != shape:
+            held = (f"{recorded['settings']['brokers']} {recorded['settings'].get('security', 'plaintext')}"
+                    f" broker(s) on port {recorded['settings']['port']}")
             if self.running_nodes():
-                raise BadInput(
-                    f"a cluster of another shape is running from {self.settings.state_dir}"
-                    f" ({recorded['settings']['brokers']} broker(s) on port"
-                    f" {recorded['settings']['port']}); run `eosbench broker stop` first"
-                )
-            raise BadInput(
-                f"{self.settings.state_dir} holds a cluster of {recorded['settings']['brokers']}"
-                f" broker(s) on port {recorded['settings']['port']}; pass --fresh to wipe it"
-            )
+                raise BadInput(f"a cluster of another shape is running from {self.settings.state_dir}"
+                               f" ({held}); run `eosbench broker stop` first")
+            raise BadInput(f"{self.settings.state_dir} holds a cluster of {held}; pass --fresh to wipe it")
         to_start = [node for node in self.settings.nodes() if self._pid(node.node_id) is None]
         if to_start:
             java = check_java()
@@ -157,20 +183,38 @@ class LocalCluster:
             jmx_agent = resolve_bundle("jmx-exporter")[0]
             cluster_id = recorded["cluster_id"] if recorded else new_cluster_id()
             self._record_state(cluster_id)
+            self._write_client_properties()
             self._format(java, kafka_classpath, cluster_id, to_start)
             for node in to_start:
                 self._launch(java, kafka_classpath, jmx_agent, node)
         self._wait_ready(to_start)
         return time.monotonic() - started
 
+    def _write_client_properties(self) -> None:
+        if self.settings.secured:
+            material = security_material(self.settings.state_dir)
+            material.client_properties.write_text(material.client_properties_text(self.settings.bootstrap_servers))
+            material.client_properties.chmod(0o600)
+
+    def _security_values(self) -> tuple[dict[str, str] | None, list[str]]:
+        """The secured template's values and the format flags that create the admin's SCRAM credential."""
+        if not self.settings.secured:
+            return None, []
+        material = security_material(self.settings.state_dir)
+        values = {"keystore": str(material.broker_keystore), "truststore": str(material.ca_file),
+                  "admin_user": ADMIN_USER, "admin_password": material.admin_password, "broker_cn": BROKER_CERT_CN}
+        return values, ["--add-scram", f"{SCRAM_MECHANISM}=[name={ADMIN_USER},password={material.admin_password}]"]
+
     def _format(self, java: str, classpath: str, cluster_id: str, nodes: list[NodePorts]) -> None:
         """Write each node's config and format its storage if it has none yet, all in parallel."""
+        security_values, scram_flags = self._security_values()
         formatting = []
         for node in nodes:
             node_dir = self.settings.node_dir(node.node_id)
             (node_dir / "logs").mkdir(parents=True, exist_ok=True)
             config = node_dir / "server.properties"
-            config.write_text(self.settings.render_server_properties(node))
+            config.write_text(self.settings.render_server_properties(node, security_values))
+            config.chmod(0o600)  # a secured node's config holds the inter-broker password
             if (node_dir / "data" / "meta.properties").exists():
                 continue
             formatting.append(
@@ -178,7 +222,7 @@ class LocalCluster:
                     node,
                     subprocess.Popen(
                         [java, "-Xmx256m", "-cp", classpath, "kafka.tools.StorageTool", "format",
-                         "--ignore-formatted", "-t", cluster_id, "-c", str(config)],
+                         "--ignore-formatted", "-t", cluster_id, "-c", str(config), *scram_flags],
                         stdout=subprocess.PIPE,
                         stderr=subprocess.STDOUT,
                         text=True,
@@ -234,11 +278,7 @@ class LocalCluster:
                         " see `eosbench broker logs`"
                     )
                 time.sleep(0.1)
-        wait_transactions_ready(
-            self.settings.bootstrap_servers,
-            self.settings.brokers,
-            max(5.0, deadline - time.monotonic()),
-        )
+        wait_transactions_ready(self.connection, self.settings.brokers, max(5.0, deadline - time.monotonic()))
 
     # ------------------------------------------------------------------ stop
 
@@ -266,6 +306,8 @@ class LocalCluster:
     def _wipe(self) -> None:
         for node_id in range(1, 4):
             shutil.rmtree(self.settings.node_dir(node_id), ignore_errors=True)
+        # New SCRAM credentials go with new storage: the old ones were in the wiped metadata log.
+        shutil.rmtree(self.settings.state_dir / "security", ignore_errors=True)
         self._state_file.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ logs

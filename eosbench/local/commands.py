@@ -6,10 +6,11 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from conf.settings import DEFAULT_BOOTSTRAP, DEFAULT_CLIENT_PORT, ClusterSettings, eosbench_home
-from eosbench.console.arguments import bootstrap_flag, positive_int, state_dir_flag
+from conf.settings import DEFAULT_CLIENT_PORT, ClusterSettings, eosbench_home
+from eosbench.console.arguments import bootstrap_flag, kafka_connection, positive_int, state_dir_flag
 from eosbench.console.errors import EXIT_CHECK_FAILED, BadInput, EnvironmentProblem
 
 
@@ -24,6 +25,9 @@ def add_broker_parser(commands) -> None:
                        help="client port of node 1; node i listens on PORT+i-1, its controller on +100, its JMX exporter on +200")
     start.add_argument("--heap-mb", type=int, default=512, metavar="MB", help="heap of each broker JVM (128-512)")
     start.add_argument("--fresh", action="store_true", help="wipe any existing cluster data first")
+    start.add_argument("--security", choices=("plaintext", "sasl-ssl"), default="plaintext",
+                       help="client listener: PLAINTEXT, or SASL_SSL with SCRAM-SHA-512, TLS made per cluster and"
+                            " ACLs enforced (prints the admin's client.properties; default: plaintext)")
     broker_commands.add_parser("status", parents=[state_dir], help="show what is running (exit 1 unless every node is up)")
     broker_commands.add_parser("stop", parents=[state_dir], help="stop every node (idempotent)")
     logs = broker_commands.add_parser("logs", parents=[state_dir], help="print a node's server.log")
@@ -38,12 +42,16 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
     if args.broker_command == "start":
         settings = ClusterSettings(brokers=args.brokers, port=args.port, state_dir=args.state_dir,
-                                   heap_mb=args.heap_mb)
+                                   heap_mb=args.heap_mb, security=args.security)
         cluster = LocalCluster(settings)
-        print(f"eosbench: starting {settings.brokers} broker(s) from {settings.state_dir}", file=sys.stderr)
+        print(f"eosbench: starting {settings.brokers} {settings.security} broker(s) from {settings.state_dir}",
+              file=sys.stderr)
         seconds = cluster.start(fresh=args.fresh)
         print(f"eosbench: cluster ready in {seconds:.1f} s (transactions accepted)", file=sys.stderr)
         print(settings.bootstrap_servers)
+        if cluster.client_properties is not None:
+            print(f"eosbench: the admin's client settings (pass them with --command-config):", file=sys.stderr)
+            print(cluster.client_properties)
         return 0
 
     cluster = LocalCluster.from_state_dir(args.state_dir)
@@ -81,7 +89,7 @@ def _print_status(cluster) -> int:
         return EXIT_CHECK_FAILED
     bootstrap = ",".join(f"127.0.0.1:{node.client_port}" for node in up)
     try:
-        metadata = cluster_metadata(bootstrap)
+        metadata = cluster_metadata(replace(cluster.connection, bootstrap=bootstrap))
     except EnvironmentProblem as exc:
         print(f"cluster: unreachable ({exc})")
         return EXIT_CHECK_FAILED
@@ -111,7 +119,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
     """Handle `eosbench topics create|describe|delete`."""
     from eosbench.local import kafka_admin
 
-    bootstrap = args.bootstrap or DEFAULT_BOOTSTRAP
+    bootstrap = kafka_connection(args)
     if args.topics_command == "create":
         kafka_admin.create_topic(bootstrap, args.name, args.partitions, args.replication_factor)
         print(f"created topic {args.name} ({args.partitions} partitions, replication factor {args.replication_factor})")
@@ -120,6 +128,53 @@ def cmd_topics(args: argparse.Namespace) -> int:
     else:
         kafka_admin.delete_topics(bootstrap, [args.name])
         print(f"deleted topic {args.name}")
+    return 0
+
+
+def add_acls_parser(commands) -> None:
+    """`eosbench acls`: the least-privilege ACLs of one pipeline, printed, or created with --apply."""
+    acls = commands.add_parser(
+        "acls", parents=[bootstrap_flag()], help="print (or --apply) the least-privilege ACLs of a pipeline",
+        description="The ACLs one principal needs to run the whole pipeline (produce the input, stream, verify)"
+                    " and nothing more, printed as kafka-acls --list prints them; --apply creates them.")
+    acls.add_argument("--app-id", required=True, help="the stream's --app-id: its sink group and transactional-id prefix")
+    acls.add_argument("--principal", required=True, metavar="User:NAME", help="who runs the pipeline")
+    acls.add_argument("--input-topic", required=True, help="the pipeline's input")
+    acls.add_argument("--output-topic", required=True, help="the pipeline's output")
+    acls.add_argument("--dead-letter-topic", help="where poison records go (default: <output-topic>.dlq)")
+    acls.add_argument("--producer-transactional-id", metavar="ID",
+                      help="the input filler's --transactional-id (default: the prefix performance-producer-,"
+                           " under which `eosbench produce` names its own)")
+    acls.add_argument("--apply", action="store_true",
+                      help="create them through the admin client (as the --command-config principal), then list"
+                           " the principal's ACLs as the cluster holds them")
+
+
+def cmd_acls(args: argparse.Namespace) -> int:
+    """Handle `eosbench acls`: print the set; with --apply create it and print what the cluster then holds."""
+    from eosbench.local.acl_set import PipelineAccess, pipeline_acls, render_acls
+
+    try:
+        access = PipelineAccess(args.app_id, args.principal, args.input_topic, args.output_topic,
+                                args.dead_letter_topic, args.producer_transactional_id)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from exc
+    wanted = pipeline_acls(access)
+    if not args.apply:
+        print(render_acls(wanted, heading="Required"), end="")
+        return 0
+    from eosbench.local.kafka_admin import create_acls, principal_acls
+
+    cluster = kafka_connection(args)
+    print(render_acls(wanted, heading="Adding"), end="")
+    create_acls(cluster, wanted)
+    held = principal_acls(cluster, access.principal)
+    print(render_acls(held), end="")
+    missing = sorted(set(wanted) - set(held))
+    if missing:
+        print(f"eosbench: {len(missing)} ACL(s) not held after --apply, first {missing[0].entry} on"
+              f" {missing[0].resource}", file=sys.stderr)
+        return EXIT_CHECK_FAILED
     return 0
 
 

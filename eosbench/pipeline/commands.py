@@ -7,8 +7,9 @@ import sys
 import time
 from pathlib import Path
 
+from conf.metrics_endpoint import add_metrics_tls_arguments, metrics_url
 from conf.settings import DEFAULT_BOOTSTRAP, linger_for_final_scrape, parse_kv_pairs
-from eosbench.console.arguments import bootstrap_flag, positive_int, renamed_flag
+from eosbench.console.arguments import bootstrap_flag, kafka_connection, positive_int, renamed_flag
 from eosbench.console.errors import EXIT_CHECK_FAILED, BadInput
 
 
@@ -63,6 +64,7 @@ def add_produce_parser(commands) -> None:
     ours.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus /metrics on this port (default: none)")
     ours.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                       help="address /metrics binds to (default: 127.0.0.1)")
+    add_metrics_tls_arguments(ours)
     ours.add_argument("--metrics-linger", type=float, metavar="SECONDS",
                       help="keep /metrics up this long after the run, so its final values are scraped"
                            " (default with --metrics-port: two scrape intervals of conf/prometheus/prometheus.yml)")
@@ -90,13 +92,14 @@ def cmd_produce(args: argparse.Namespace) -> int:
     # With the summary on stdout, Java's lines go to stderr, so that stdout is the JSON alone.
     performance = ProducerPerformance(settings, out=sys.stderr if settings.output_json == STDOUT else sys.stdout)
     performance.open()  # a rejected property or a taken metrics port fails before the broker is asked
-    describe_topic(settings.bootstrap, settings.topic)  # one-line errors for no broker / no topic
+    describe_topic(settings.connection, settings.topic)  # one-line errors for no broker / no topic
     with progress_callback(f"producing to {settings.topic}") as progress:
         performance.progress = progress
         summary = performance.run()
     if settings.output_json:
         write_output(settings.output_json, summary.to_json())
-    linger_for_final_scrape(settings.metrics_linger_s, settings.metrics_host, settings.metrics_port)
+    linger_for_final_scrape(settings.metrics_linger_s, metrics_url(settings.metrics_host, settings.metrics_port,
+                                                               settings.metrics_tls))
     return 0
 
 
@@ -119,15 +122,16 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
     settings = job.settings_from_args(args)
     spark_conf = parse_kv_pairs(args.conf)
-    describe_topic(settings.bootstrap_server, settings.input_topic)
-    describe_topic(settings.bootstrap_server, settings.output_topic)
-    metadata = cluster_metadata(settings.bootstrap_server)
+    describe_topic(settings.connection, settings.input_topic)
+    describe_topic(settings.connection, settings.output_topic)
+    metadata = cluster_metadata(settings.connection)
     if settings.sink != "delta" and settings.dead_letter not in metadata.topics:
-        create_topic(settings.bootstrap_server, settings.dead_letter, 1, min(3, len(metadata.brokers)))
+        create_topic(settings.connection, settings.dead_letter, 1, min(3, len(metadata.brokers)))
     spark = spark_session(f"eosbench-stream-{settings.app_id}", master=args.master, conf=spark_conf)
     summary = job.run(spark, settings)
     print(summary.to_json())
-    linger_for_final_scrape(settings.metrics_linger_s, settings.metrics_host, settings.metrics_port)
+    linger_for_final_scrape(settings.metrics_linger_s, metrics_url(settings.metrics_host, settings.metrics_port,
+                                                               settings.metrics_tls))
     return 0
 
 
@@ -147,7 +151,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from eosbench.local.kafka_admin import cluster_metadata, describe_topic
     from streaming.verify import verify
 
-    bootstrap = args.bootstrap or DEFAULT_BOOTSTRAP
+    bootstrap = kafka_connection(args)
     describe_topic(bootstrap, args.input_topic)
     describe_topic(bootstrap, args.output_topic)
     report = verify(bootstrap, args.input_topic, args.output_topic, args.app_id,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from conf.metrics_endpoint import DEFAULT_METRICS_HOST, metrics_url
 from conf.settings import DEFAULT_CLIENT_PORT, linger_for_final_scrape, metrics_linger_seconds
 from eosbench.console.arguments import duration, positive_int, renamed_flag, state_dir_flag
 from eosbench.console.errors import EXIT_CHECK_FAILED, interrupt_on_stop_signals
@@ -70,5 +71,6 @@ def cmd_soak(args: argparse.Namespace) -> int:
           f" report in {soak.output_dir}")
     # The producer and stream are killed (their endpoints go with them); the soak's own carries
     # the final verify, which the verify-failure alert must see.
-    linger_for_final_scrape(metrics_linger_seconds(args.metrics_port, None), "127.0.0.1", args.metrics_port + 2)
+    linger_for_final_scrape(metrics_linger_seconds(args.metrics_port, None), metrics_url(DEFAULT_METRICS_HOST,
+                                                                                         args.metrics_port + 2, None))
     return 0 if report.ok else EXIT_CHECK_FAILED

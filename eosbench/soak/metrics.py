@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from conf.metrics_endpoint import serve_metrics
 from eosbench.console.errors import EnvironmentProblem
 from eosbench.soak.faults import FAULT_KINDS
 
@@ -69,7 +70,7 @@ class SoakMetrics:
     def serve(self, port: int) -> None:
         """Serve /metrics on loopback."""
         try:
-            start_http_server(port, addr="127.0.0.1", registry=self.registry)
+            serve_metrics(self.registry, port)
         except OSError as exc:
             raise EnvironmentProblem(f"cannot serve the soak's metrics on 127.0.0.1:{port}: {exc.strerror}") from exc
 

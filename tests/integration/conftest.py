@@ -1,13 +1,16 @@
 """Session-scoped real infrastructure: one KRaft broker and one SparkSession for the whole run.
 
 The test broker listens on 19092 (controller 19192, JMX exporter 19292) with its state in a
-pytest temp folder, so a user's own `eosbench broker start` on 9092 is left alone.
+pytest temp folder, so a user's own `eosbench broker start` on 9092 is left alone. The secured
+broker (SASL_SSL, SCRAM-SHA-512, ACLs) listens on 19492 (19592, 19692) and starts only when a
+test asks for it.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +20,7 @@ from eosbench.local.kafka_admin import create_topic
 from eosbench.local.spark import spark_session
 
 TEST_BROKER_PORT = 19092
+SECURED_TEST_BROKER_PORT = 19492
 
 
 def pytest_collection_modifyitems(items):
@@ -41,6 +45,40 @@ def kafka_cluster(tmp_path_factory) -> Iterator[LocalCluster]:
 def bootstrap(kafka_cluster: LocalCluster) -> str:
     """The test cluster's bootstrap servers."""
     return kafka_cluster.settings.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def secured_cluster(tmp_path_factory) -> Iterator[LocalCluster]:
+    """A real single-node KRaft cluster with a SASL_SSL (SCRAM-SHA-512) listener and StandardAuthorizer."""
+    cluster = LocalCluster(ClusterSettings(brokers=1, port=SECURED_TEST_BROKER_PORT, heap_mb=256, security="sasl-ssl",
+                                           state_dir=tmp_path_factory.mktemp("secured-cluster")))
+    cluster.start(fresh=True)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def secured_bootstrap(secured_cluster: LocalCluster) -> str:
+    """The secured cluster's bootstrap servers."""
+    return secured_cluster.settings.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def admin_properties(secured_cluster: LocalCluster) -> Path:
+    """The secured cluster's admin (super user) client.properties, for --command-config."""
+    return secured_cluster.client_properties
+
+
+@pytest.fixture
+def secured_topic(secured_cluster: LocalCluster) -> Callable[..., str]:
+    """Create a uniquely named topic on the secured cluster (as the admin); returns its name."""
+
+    def create(partitions: int = 1, prefix: str = "s") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        create_topic(secured_cluster.connection, name, partitions, 1)
+        return name
+
+    return create
 
 
 @pytest.fixture(scope="session")

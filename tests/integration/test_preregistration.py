@@ -96,7 +96,7 @@ def test_partitions_and_group_are_registered_before_the_first_produce_request(bo
     assert sorted(int(k) for k in read_all(bootstrap, sink)) == list(range(400))
     assert sorted(int(k) for k in read_all(bootstrap, f"{sink}.dlq")) == [90_000, 90_001, 90_002]
     reader = Consumer({"bootstrap.servers": bootstrap, "group.id": plan.app_id, "isolation.level": "read_committed"})
-    assert read_committed_offsets(reader, source, [0]) == {0: CommittedOffset(end, "partition")}, \
+    assert read_committed_offsets(reader, source, [0], plan.app_id) == {0: CommittedOffset(end, "partition")}, \
         "kafka-python's TxnOffsetCommit carries the scope"
     reader.close()
 

@@ -385,7 +385,7 @@ def test_a_restart_with_the_other_txn_scope_is_refused(bootstrap, spark, pipelin
         job.run(spark, pipeline(txn_scope="batch", starting_offsets="group"))
     assert "\n" not in str(refused.value)
     reader = Consumer({"bootstrap.servers": bootstrap, "group.id": settings.app_id, "isolation.level": "read_committed"})
-    committed = read_committed_offsets(reader, settings.input_topic, range(3))
+    committed = read_committed_offsets(reader, settings.input_topic, range(3), settings.app_id)
     reader.close()
     assert {c.scope for c in committed.values()} == {"partition"}, "librdkafka's commits carry the scope"
     assert_exactly_once(bootstrap, settings)

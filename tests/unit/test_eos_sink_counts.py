@@ -71,9 +71,20 @@ def test_a_passing_error_in_the_committed_offset_read_is_retried_never_read_as_n
 
 def test_any_other_error_in_the_committed_offset_read_fails_the_task_without_a_commit(cluster):
     cluster.group[("in", 0)] = (10, "")
-    cluster.read_errors = [KafkaError.GROUP_AUTHORIZATION_FAILED] * 4
+    cluster.read_errors = [KafkaError.INVALID_REQUEST] * 4
     with pytest.raises(eos_sink.SinkTaskFailed):
         eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    assert sum(p.commits for p in cluster.producers) == 0
+
+
+def test_a_missing_acl_stops_the_task_at_once_naming_what_it_lacks(cluster):
+    from conf.failures import ACLS_HINT, AuthorizationFailure
+
+    cluster.group[("in", 0)] = (10, "")
+    cluster.read_errors = [KafkaError.GROUP_AUTHORIZATION_FAILED]  # one refusal: no retry may read again
+    with pytest.raises(AuthorizationFailure) as denied:
+        eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    assert str(denied.value) == f"GROUP_AUTHORIZATION_FAILED on app: {ACLS_HINT}"
     assert sum(p.commits for p in cluster.producers) == 0
 
 
@@ -115,7 +126,7 @@ def test_every_commit_names_its_scope(cluster):
 
 def test_a_landed_commit_is_recognised_even_after_a_failed_attempt_between(cluster, monkeypatch):
     cluster.commit_faults = ["timeout-after-landing"]
-    cluster.read_errors = [None, KafkaError.GROUP_AUTHORIZATION_FAILED]  # the second attempt fails in Step 2
+    cluster.read_errors = [None, KafkaError.INVALID_REQUEST]  # the second attempt fails in Step 2
     stats = eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     assert sum(p.commits for p in cluster.producers) == 1, "the slice is written once"
     assert stats["outcome"] == "committed" and stats["retries"] == 2 and stats["records_out"] == 8

@@ -19,7 +19,7 @@ import yaml
 from confluent_kafka import KafkaError, KafkaException
 from pydantic import BaseModel, ValidationError, field_validator
 
-from conf.failures import EnvironmentFailure, RunFailed, bind_failure
+from conf.failures import AuthorizationFailure, EnvironmentFailure, RunFailed, bind_failure
 from conf.settings import SettingsError
 from eosbench.console.errors import (EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_CODES, EXIT_ENVIRONMENT, BadInput,
                                      CheckFailed, EnvironmentProblem, classify_failure)
@@ -68,6 +68,7 @@ FAILURES = [
     (_validation_error(), EXIT_BAD_INPUT),
     (EnvironmentProblem("cannot reach Kafka"), EXIT_ENVIRONMENT),
     (EnvironmentFailure("the broker did not answer"), EXIT_ENVIRONMENT),
+    (AuthorizationFailure("TRANSACTIONAL_ID_AUTHORIZATION_FAILED on app.in.3: the principal lacks an ACL"), EXIT_ENVIRONMENT),
     (CheckFailed("verify failed"), EXIT_CHECK_FAILED),
     (RunFailed("fenced"), EXIT_CHECK_FAILED),
     (ProduceFailed("fenced by a newer producer"), EXIT_CHECK_FAILED),

@@ -76,7 +76,39 @@ def test_extra_server_properties_come_last_and_a_cluster_without_them_keeps_its_
         ClusterSettings(server_properties={"a": "1\nb=2"})
 
 
-@pytest.mark.parametrize("field,value", [("brokers", 2), ("heap_mb", 1024), ("port", 80)])
+def test_a_plaintext_cluster_keeps_its_listeners_and_its_recorded_shape(tmp_path: Path):
+    settings = ClusterSettings(state_dir=tmp_path)
+    rendered = settings.render_server_properties(settings.nodes()[0])
+    assert "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9192\n" in rendered
+    assert "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n" in rendered
+    assert "authorizer.class.name" not in rendered and "\nsasl." not in rendered
+    assert "security" not in settings.model_dump()  # clusters recorded before --security keep their shape
+
+
+def test_a_sasl_ssl_cluster_speaks_scram_over_tls_and_authenticates_controllers_by_certificate(tmp_path: Path):
+    settings = ClusterSettings(state_dir=tmp_path, security="sasl-ssl", brokers=3)
+    values = {"keystore": "/s/k.pem", "truststore": "/s/ca.pem", "admin_user": "admin", "admin_password": "pw",
+              "broker_cn": "eosbench-broker"}
+    rendered = settings.render_server_properties(settings.nodes()[0], values)
+    for line in ("listeners=SASL_SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9192",
+                 "advertised.listeners=SASL_SSL://127.0.0.1:9092",
+                 "inter.broker.listener.name=SASL_SSL",
+                 "listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:SSL",
+                 "sasl.enabled.mechanisms=SCRAM-SHA-512",
+                 "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+                 "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram."
+                 'ScramLoginModule required username="admin" password="pw";',
+                 "ssl.keystore.location=/s/k.pem", "ssl.truststore.location=/s/ca.pem",
+                 "listener.name.controller.ssl.client.auth=required",
+                 "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                 "super.users=User:admin;User:CN=eosbench-broker", "allow.everyone.if.no.acl.found=false"):
+        assert f"\n{line}\n" in rendered, line
+    assert settings.model_dump(mode="json")["security"] == "sasl-ssl"
+    with pytest.raises(SettingsError, match="needs its security material"):
+        settings.render_server_properties(settings.nodes()[0])
+
+
+@pytest.mark.parametrize("field,value", [("brokers", 2), ("heap_mb", 1024), ("port", 80), ("security", "tls")])
 def test_cluster_shape_is_validated(field, value):
     with pytest.raises(ValidationError):
         ClusterSettings(**{field: value})

@@ -66,5 +66,5 @@ def test_a_scope_tag_is_read_by_its_prefix_and_undecodable_metadata_is_nobodys()
         return SimpleNamespace(committed=lambda partitions, timeout: list(answer))
 
     tagged = SimpleNamespace(partition=0, offset=5, error=None, metadata="eosbench txn-scope=partition447-0")
-    assert read_committed_offsets(reader(tagged), "in", [0]) == {0: CommittedOffset(5, "partition")}
-    assert read_committed_offsets(reader(Undecodable()), "in", [0]) == {0: CommittedOffset(5, None)}
+    assert read_committed_offsets(reader(tagged), "in", [0], "app") == {0: CommittedOffset(5, "partition")}
+    assert read_committed_offsets(reader(Undecodable()), "in", [0], "app") == {0: CommittedOffset(5, None)}

@@ -1,0 +1,187 @@
+"""Least privilege, proven on the secured broker: the pipeline runs on exactly `eosbench acls`' set, and not on less.
+
+A SCRAM user holding only the printed ACLs fills the input (transactions, a third aborted),
+streams it through the transactional sink (poison records included, so the dead-letter topic is
+written) and verifies it, as one exact multiset. Then each ACL is taken away in turn, from a
+pipeline of its own, and the smallest command that needs it stops with one line naming the missing
+permission, exit 3; what was committed still verifies (as the admin).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conf.client_config import Connection
+from conf.failures import ACLS_HINT
+from eosbench.cli import main
+from eosbench.local.acl_set import Acl, PipelineAccess, pipeline_acls, render_acls
+from eosbench.local.kafka_admin import create_acls, create_topic, delete_acls
+from streaming.process import POISON_PREFIX
+from streaming.verify import verify
+
+USER = "lp-user"
+PASSWORD = "lp-" + uuid.uuid4().hex  # unique per run, so that the secrets test can grep for it
+PRINCIPAL = f"User:{USER}"
+
+
+@pytest.fixture(scope="module")
+def user_properties(secured_cluster) -> Path:
+    """The least-privilege user's client.properties (it holds no ACL until a test grants some)."""
+    return secured_cluster.add_scram_user(USER, PASSWORD)
+
+
+@dataclass
+class Pipeline:
+    """One pipeline's topics, app id and ACL set on the secured cluster, each test's own."""
+
+    access: PipelineAccess
+    admin: Connection
+    payloads: Path
+
+    @property
+    def acls(self) -> list[Acl]:
+        """The set `eosbench acls` prints for it."""
+        return pipeline_acls(self.access)
+
+    def run(self, capsys, *args: str, config: Path) -> tuple[int, str, str]:
+        """Run one eosbench command in this process, as the principal of `config`."""
+        capsys.readouterr()
+        code = main([*args, "--command-config", str(config)])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    def produce(self, capsys, config: Path, records: int = 300) -> tuple[int, str, str]:
+        """Fill the input: transactions of 20, a third aborted, every seventh payload a poison record."""
+        return self.run(capsys, "produce", "--topic", self.access.input_topic, "--num-records", str(records),
+                        "--payload-file", str(self.payloads), "--throughput", "-1", "--records-per-transaction", "20",
+                        "--transaction-abort-ratio", "0.3", "--seed", "3",
+                        "--transactional-id", self.access.producer_transactional_id, config=config)
+
+    def stream(self, capsys, config: Path, checkpoint: Path) -> tuple[int, str, str]:
+        """Stream the input through the transactional sink, once, to its end."""
+        return self.run(capsys, "stream", "--input-topic", self.access.input_topic, "--output-topic",
+                        self.access.output_topic, "--app-id", self.access.app_id, "--checkpoint", str(checkpoint),
+                        "--offsets-retention-minutes", "10080", config=config)
+
+    def verify(self, capsys, config: Path) -> tuple[int, str, str]:
+        """`eosbench verify --app-id`."""
+        return self.run(capsys, "verify", "--input-topic", self.access.input_topic, "--output-topic",
+                        self.access.output_topic, "--app-id", self.access.app_id, config=config)
+
+    def verified_as_admin(self):
+        """The live verify (what the group's offsets say was committed), as the admin."""
+        a = self.access
+        return verify(self.admin, a.input_topic, a.output_topic, a.app_id, a.dead_letter, live=True,
+                      stable_timeout_s=30)
+
+
+@pytest.fixture(scope="module")
+def payloads(tmp_path_factory) -> Path:
+    """Seven payloads for --payload-file, one of them poison: a seeded draw of 100 records holds some of each."""
+    path = tmp_path_factory.mktemp("payloads") / "payloads.txt"
+    path.write_text("\n".join([f"{POISON_PREFIX.decode()}-7"] + [f"value-{i}" for i in range(6)]) + "\n")
+    return path
+
+
+@pytest.fixture
+def new_pipeline(secured_cluster, admin_properties, user_properties, payloads):
+    """Make a pipeline of fresh topics and app id, and grant the user its ACL set minus `without`."""
+
+    def make(partitions: int = 1, without: Acl | None = None) -> Pipeline:
+        tag = uuid.uuid4().hex[:8]
+        access = PipelineAccess(app_id=f"lp-{tag}", principal=PRINCIPAL, input_topic=f"lp-in-{tag}",
+                                output_topic=f"lp-out-{tag}", producer_transactional_id=f"lp-fill-{tag}")
+        admin = secured_cluster.connection
+        for topic, count in ((access.input_topic, partitions), (access.output_topic, 2), (access.dead_letter, 1)):
+            create_topic(admin, topic, count, 1)
+        create_acls(admin, [acl for acl in pipeline_acls(access) if acl != without])
+        return Pipeline(access, admin, payloads)
+
+    return make
+
+
+def test_acls_apply_creates_exactly_the_printed_set(new_pipeline, capsys, admin_properties):
+    pipeline = new_pipeline()
+    a = pipeline.access
+    delete_acls(pipeline.admin, pipeline.acls)
+    code, out, err = pipeline.run(capsys, "acls", "--app-id", a.app_id, "--principal", PRINCIPAL, "--input-topic",
+                                  a.input_topic, "--output-topic", a.output_topic, "--producer-transactional-id",
+                                  a.producer_transactional_id, "--apply", config=admin_properties)
+    assert (code, err) == (0, "")
+    adding, current = out.split("Current ACLs", 1)
+    assert adding == render_acls(pipeline.acls, heading="Adding")
+    # The user holds the ACLs of the other tests' pipelines too: this pipeline's are exactly the set.
+    held = [block for block in ("Current ACLs" + current).split("\n\n") if f"lp-{a.app_id[3:]}" in block
+            or a.input_topic in block or a.output_topic in block or a.producer_transactional_id in block]
+    assert "\n\n".join(held).rstrip("\n") + "\n" == render_acls(pipeline.acls)
+
+
+def test_the_whole_pipeline_runs_on_exactly_these_acls(new_pipeline, capsys, user_properties, tmp_path):
+    pipeline = new_pipeline(partitions=2)
+    code, out, err = pipeline.produce(capsys, user_properties)
+    assert code == 0, err
+    code, out, err = pipeline.stream(capsys, user_properties, tmp_path / "checkpoint")
+    assert code == 0, err
+    code, out, err = pipeline.verify(capsys, user_properties)
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["violations"] == []
+    assert (report["duplicates"], report["lost"], report["aborted_reads"], report["key_surplus"],
+            report["key_deficit"]) == (0, 0, 0, 0, 0)
+    assert report["input_aborted"] > 0 and report["dead_lettered"] > 0
+    assert report["output_committed"] + report["dead_lettered"] == report["input_committed"]
+
+
+def _acl(pipeline: Pipeline, resource_type: str, name: str, operation: str) -> Acl:
+    return next(acl for acl in pipeline.acls if (acl.resource_type, acl.name, acl.operation) == (
+        resource_type, name, operation))
+
+
+# (the ACL taken away, the smallest command that needs it, the resource its error names)
+REMOVALS = [
+    ("TOPIC", "input", "READ", "stream", "input"),
+    ("TOPIC", "input", "WRITE", "produce", "input"),
+    ("TOPIC", "output", "WRITE", "stream", "output"),
+    ("TOPIC", "output", "READ", "verify", "output"),
+    ("TOPIC", "dead_letter", "WRITE", "stream", "dead_letter"),
+    ("TOPIC", "dead_letter", "READ", "verify", "dead_letter"),
+    ("GROUP", "app_id", "READ", "stream", "app_id"),
+    ("TRANSACTIONAL_ID", "sink", "WRITE", "stream", "sink_id"),
+    ("TRANSACTIONAL_ID", "producer_transactional_id", "WRITE", "produce", "producer_transactional_id"),
+]
+ERRORS = {"TOPIC": "TOPIC_AUTHORIZATION_FAILED", "GROUP": "GROUP_AUTHORIZATION_FAILED",
+          "TRANSACTIONAL_ID": "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"}
+
+
+def _name(access: PipelineAccess, which: str) -> str:
+    return {"input": access.input_topic, "output": access.output_topic, "dead_letter": access.dead_letter,
+            "app_id": access.app_id, "sink": f"{access.app_id}.", "sink_id": f"{access.app_id}.{access.input_topic}.0",
+            "producer_transactional_id": access.producer_transactional_id}[which]
+
+
+@pytest.mark.parametrize("resource_type,which,operation,command,named", REMOVALS,
+                         ids=[f"{r[0]}-{r[1]}-{r[2]}" for r in REMOVALS])
+def test_each_acl_taken_away_stops_the_run_with_one_line(new_pipeline, capsys, user_properties, admin_properties,
+                                                         tmp_path, resource_type, which, operation, command, named):
+    pipeline = new_pipeline()
+    access = pipeline.access
+    missing = _acl(pipeline, resource_type, _name(access, which), operation)
+    delete_acls(pipeline.admin, [missing])
+    if command != "produce":  # the input is filled by the admin
+        code, _, err = pipeline.produce(capsys, admin_properties, records=100)
+        assert code == 0, err
+    if command == "verify":  # the stream needs no READ on what it writes: verify then has output to read
+        code, _, err = pipeline.stream(capsys, user_properties, tmp_path / "checkpoint")
+        assert code == 0, err
+    run = {"produce": lambda: pipeline.produce(capsys, user_properties, records=100),
+           "stream": lambda: pipeline.stream(capsys, user_properties, tmp_path / "checkpoint"),
+           "verify": lambda: pipeline.verify(capsys, user_properties)}[command]
+    code, out, err = run()
+    assert code == 3, out + err
+    assert err.splitlines()[-1] == f"eosbench: error: {ERRORS[resource_type]} on {_name(access, named)}: {ACLS_HINT}"
+    assert pipeline.verified_as_admin().violations == []

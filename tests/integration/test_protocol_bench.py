@@ -35,7 +35,7 @@ def test_every_engine_copies_exactly_and_each_protocol_makes_its_requests(bootst
             assert Counter(sequence_numbers(read_all(bootstrap, output))) == committed, (engine, size)
     for row in report["arms"]:
         where = (row["engine"], row["size"])
-        assert row["transaction_version"] == (1 if row["engine"] == "java-tv1" else 2), where
+        assert row["transaction_version"] == (2 if row["engine"] == "java-tv2" else 1), where
         assert row["records_per_sec"] > 0 and row["p50_ms"] > 0, where
         assert row["EndTxn_per_txn"] == 1.0, where
         assert row["TxnOffsetCommit_per_txn"] >= 1.0, where

@@ -113,6 +113,14 @@ def test_lost_checkpoint_resumes_from_group_offsets(bootstrap, spark, pipeline):
     assert_exactly_once(bootstrap, settings)
 
 
+def test_the_kafka_python_sink_client_is_exactly_once_without_pre_registration(bootstrap, spark, pipeline):
+    """`--sink-client kafka-python`: the switched-off arm of bench spark's same-client comparison."""
+    settings = pipeline(sink_client="kafka-python")
+    summary = job.run(spark, settings)
+    report = assert_exactly_once(bootstrap, settings)
+    assert summary.records_out == report.output_committed and summary.register_round_trips == 0
+
+
 def test_batch_scope_is_exactly_once_and_skips_replays(bootstrap, spark, pipeline):
     settings = pipeline(txn_scope="batch")
     summary = job.run(spark, settings)

@@ -37,8 +37,9 @@ the three-broker soak test, and 1,194 committed records read as lost). Only then
 read. Every committed input below the group's offsets must have been delivered exactly once;
 records in flight (above them) are checked for duplicates and aborted reads wherever their
 source is below the stable offsets read, and a transaction is judged whole once one of its
-records names a source below the group's offsets (it committed them, so its markers are written). An output transaction still open after
-`stable_timeout_s` is reported as hanging. A soak verifies again and again, so its live
+records names a source below the group's offsets (it committed them, and the wait above saw its
+markers written). An output transaction still open after `stable_timeout_s` is reported as
+hanging. A soak verifies again and again, so its live
 verifies read through an `IncrementalIndexes`, which fetches only the records after those it
 already holds; a soak of days would otherwise re-read every topic after every fault.
 """

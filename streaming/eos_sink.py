@@ -48,7 +48,7 @@ from conf.failures import (AuthorizationFailure, RunFailed, authorization_error_
 from conf.stream_settings import StreamSettings
 from streaming.checkpoint import batch_end_offsets, batch_start_offsets, pending_batch
 from streaming.interruption import stop_kept_short
-from streaming.headers import IN_TS_HEADER, SRC_HEADER, TXN_HEADER, TXN_RECORDS_HEADER, transaction_identity
+from streaming.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_header
 from streaming.process import TRANSFORMS, SourceSlice, arrow_columns, source_columns
 from streaming.sink_group import (
     KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES,
@@ -238,18 +238,17 @@ def _kept_keys(records: SourceSlice, keep_from: int) -> Iterator:
 
 
 def _transaction_headers(plan: TaskPlan, identity: bytes, results: list[list[bytes | None]]) -> dict[str, tuple]:
-    """Per target topic, the (eos.txn, eos.txn_records) headers of one attempt: its identity and size there."""
+    """Per target topic, the eos.txn header of one attempt: its identity and its size in that topic."""
     dead = sum(result is None for kept in results for result in kept)
     out = sum(len(kept) for kept in results) - dead
-    return {topic: ((TXN_HEADER, identity), (TXN_RECORDS_HEADER, str(count).encode()))
-            for topic, count in ((plan.output_topic, out), (plan.dead_letter_topic, dead))}
+    return {plan.output_topic: txn_header(identity, out), plan.dead_letter_topic: txn_header(identity, dead)}
 
 
 def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: int, results: list[bytes | None],
                    txn_headers: dict[str, tuple]) -> tuple[int, int, list[int]]:
     """Produce one slice's results; return (records out, dead-lettered, input timestamps of those out).
 
-    `txn_headers` holds, per target topic, the transaction's two headers (`streaming/headers.py`),
+    `txn_headers` holds, per target topic, the transaction's eos.txn header (`streaming/headers.py`),
     built once per attempt: a record costs its own two header values and nothing more.
     """
     produce, poll = producer.produce, producer.poll
@@ -261,15 +260,15 @@ def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: in
     kept = ((key, value, ts, src, in_ts) for key, value, offset, ts, src, in_ts in rows if offset >= keep_from)
     for (key, value, ts, src, in_ts), result in zip(kept, results):
         if result is None:
-            target, payload, (txn, size) = dead_letter, value, dead_txn
+            target, payload, txn = dead_letter, value, dead_txn
             dead += 1
         else:
-            target, payload, (txn, size) = output, result, out_txn
+            target, payload, txn = output, result, out_txn
             out += 1
             kept_timestamps.append(ts)
         while True:
             try:
-                produce(target, payload, key, headers=[(SRC_HEADER, src), (IN_TS_HEADER, in_ts), txn, size])
+                produce(target, payload, key, headers=[(SRC_HEADER, src), (IN_TS_HEADER, in_ts), txn])
                 break
             except BufferError:
                 poll(0.005)

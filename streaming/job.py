@@ -327,7 +327,7 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
         metrics = StreamMetrics(settings.app_id, settings.sink)
         metrics.serve(settings.metrics_port, settings.metrics_host, settings.metrics_tls)
 
-    observer = _visibility_observer(settings, metrics)
+    observer = None  # started just before the query, so that no failure before it leaves a reader running
 
     def batch_done(batch: BatchStats) -> None:
         summary.add(batch)
@@ -350,7 +350,13 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
         else writer.trigger(processingTime=settings.trigger)
     started = time.monotonic()
     with sink.keeping_offsets() if isinstance(sink, TransactionalSink) else nullcontext():
-        query = writer.start()
+        observer = _visibility_observer(settings, metrics)
+        try:
+            query = writer.start()
+        except BaseException:
+            if observer:
+                observer.stop(wait_s=0)
+            raise
         watcher = _ProgressWatcher(query, settings, metrics) if metrics else None
         try:
             if settings.trigger == "available-now" or settings.timeout_s is None:

@@ -24,7 +24,7 @@ STATS_FIELDS: tuple[tuple[str, str], ...] = (
     *((f"phase_{phase}_s", "double") for phase in PHASES),
     ("register_round_trips", "int"), ("first_send_after_begin_s", "double"),
     ("latency_counts", "array<bigint>"),
-    ("txn", "string"), ("committed_at_s", "double"),  # eos.txn of a commit with records, and when it returned
+    ("txn", "string"), ("committed_at_s", "double"),  # identity of a commit with records, and when it returned
 )
 STATS_SCHEMA = ", ".join(f"{name} {ddl}" for name, ddl in STATS_FIELDS)
 
@@ -78,7 +78,7 @@ class BatchStats:
     first_send_after_begin_s: float = 0.0  # summed over transactions: registration's cost
     latency_counts: np.ndarray = field(default_factory=empty_histogram)
     task_phases: list[dict[str, float]] = field(default_factory=list)  # per transaction, for histograms
-    # (eos.txn, wall-clock seconds when commit_transaction returned) per commit that wrote records
+    # (identity, wall-clock seconds when commit_transaction returned) per commit that wrote records
     commits: list[tuple[str, float]] = field(default_factory=list)
     duration_s: float = 0.0
 

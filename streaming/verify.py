@@ -17,8 +17,8 @@ records fit in a few tens of megabytes; payloads are never held. Checks:
   must name increasing input offsets in eos.src; each adjacent pair whose later record names a
   lower input offset is one reordered pair (an equal offset is a duplicate, counted there);
 - every committed transaction is visible whole (`torn`, Jepsen's name): the transactional sink
-  stamps each record with its transaction's identity (eos.txn) and the number of records that
-  transaction wrote to the record's topic (eos.txn_records, streaming/headers.py); read
+  stamps each record with its transaction's identity and the number of records that
+  transaction wrote to the record's topic (the eos.txn header, streaming/headers.py); read
   read_committed, each identity must show exactly that many records in the topic, and fewer is
   a torn transaction. Records without eos.txn (the at-least-once sink's) are not judged;
 - no transaction is left hanging: last stable offset = end offset on every partition of the
@@ -37,8 +37,9 @@ the three-broker soak test, and 1,194 committed records read as lost). Only then
 read. Every committed input below the group's offsets must have been delivered exactly once;
 records in flight (above them) are checked for duplicates and aborted reads wherever their
 source is below the stable offsets read, and a transaction is judged whole once one of its
-records names a source below the group's offsets (it committed them, so its markers are written). An output transaction still open after
-`stable_timeout_s` is reported as hanging. A soak verifies again and again, so its live
+records names a source below the group's offsets (it committed them, and the wait above saw its
+markers written). An output transaction still open after `stable_timeout_s` is reported as
+hanging. A soak verifies again and again, so its live
 verifies read through an `IncrementalIndexes`, which fetches only the records after those it
 already holds; a soak of days would otherwise re-read every topic after every fault.
 """
@@ -54,8 +55,8 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
-from streaming.headers import SRC_HEADER, TXN_HEADER, TXN_RECORDS_HEADER, attempt_token
 from conf.failures import authorization_failure
+from streaming.headers import SRC_HEADER, TXN_HEADER, read_txn_header
 from streaming.sink_group import read_committed_offsets
 
 SAMPLE = 10  # ids quoted per violation in the report
@@ -72,9 +73,9 @@ class TopicIndex:
     src_partition: np.ndarray
     src_offset: np.ndarray
     txn: np.ndarray  # eos.txn's attempt token, -1 without the header
-    txn_records: np.ndarray  # eos.txn_records, 0 without the header
+    txn_records: np.ndarray  # eos.txn's record count for this topic, 0 without the header
     end_offsets: dict[int, int]
-    txn_names: dict[int, str] = field(default_factory=dict)  # attempt token -> eos.txn, for the report
+    txn_names: dict[int, str] = field(default_factory=dict)  # attempt token -> identity, for the report
 
     @classmethod
     def concatenated(cls, earlier: TopicIndex, later: TopicIndex) -> TopicIndex:
@@ -156,14 +157,14 @@ def read_index(bootstrap: str | Connection, topic: str, isolation: str, with_src
                     _, src_p, src_off = headers.get(SRC_HEADER, b"::-1").decode().rsplit(":", 2)
                     src_partitions.append(int(src_p) if src_p else -1)
                     src_offsets.append(int(src_off))
-                    identity = headers.get(TXN_HEADER)
-                    if identity is None:
+                    txn = headers.get(TXN_HEADER)
+                    if txn is None:
                         txns.append(-1)
                         txn_records.append(0)
                     else:
-                        token = attempt_token(identity)
+                        identity, token, records = read_txn_header(txn)
                         txns.append(token)
-                        txn_records.append(int(headers[TXN_RECORDS_HEADER]))
+                        txn_records.append(records)
                         if token not in txn_names:
                             txn_names[token] = identity.decode()
     finally:
@@ -239,10 +240,10 @@ class VerifyReport:
     key_deficit: int = 0  # second view: times an input key occurs beyond its deliveries
     reordered: int = 0  # adjacent pairs of one input partition, in one output partition, whose input offset falls
     transactions_checked: int = 0  # committed sink transactions judged all-or-nothing (by eos.txn)
-    torn: int = 0  # of those, transactions with fewer records visible in a topic than eos.txn_records declares
+    torn: int = 0  # of those, transactions with fewer records visible in a topic than their eos.txn declares
     hanging_partitions: list[str] = field(default_factory=list)
     group_offset_mismatches: list[str] = field(default_factory=list)
-    samples: dict[str, list] = field(default_factory=dict)  # record ids; eos.txn values for torn
+    samples: dict[str, list] = field(default_factory=dict)  # record ids; transaction identities for torn
     violations: list[str] = field(default_factory=list)
     ok: bool = True
 
@@ -279,10 +280,10 @@ def reordered_pairs(topic: TopicIndex) -> np.ndarray:
 
 
 def torn_transactions(topic: TopicIndex, settled: np.ndarray) -> tuple[int, list[str]]:
-    """(transactions judged, eos.txn of the torn ones) in one topic read read_committed.
+    """(transactions judged, identities of the torn ones) in one topic read read_committed.
 
     A transaction is judged when one of its records is `settled` (all of them, in a final
-    verify); it is torn when it shows fewer records than its eos.txn_records header declares.
+    verify); it is torn when it shows fewer records than its eos.txn header declares.
     """
     stamped = topic.txn >= 0
     tokens, first, inverse, visible = np.unique(topic.txn[stamped], return_index=True, return_inverse=True,

@@ -6,12 +6,13 @@ it writes the markers, so a commit that has returned can stay invisible, and und
 broker killed or paused between the two) for long. Two clocks meet here:
 
 - the commit side: every sink transaction that wrote records reports the wall-clock time at which
-  its `commit_transaction` returned, beside its `eos.txn` identity (`BatchStats.commits`). A
+  its `commit_transaction` returned, beside its identity (`BatchStats.commits`; the identity is
+  the first three fields of the records' `eos.txn`, streaming/headers.py). A
   header cannot carry it: a header is written before the commit, the wrong moment. A commit
   whose return was lost (the retry found it landed) reports nothing: its moment is unknown;
 - the reader side: a `VisibilityObserver` in the driver reads the output and the dead-letter
   topic read_committed from their ends, and notes the wall-clock time at which it first receives
-  a record of each `eos.txn`. Its fetches wait at most `FETCH_WAIT_MS` at the broker, which
+  a record of each identity. Its fetches wait at most `FETCH_WAIT_MS` at the broker, which
   bounds how late it can notice a record. Both clocks are the one machine's wall clock in a
   local run; across machines, their offset adds to every sample.
 
@@ -34,7 +35,7 @@ import numpy as np
 from confluent_kafka import Consumer, TopicPartition
 
 from conf.client_log import CLIENT_LOG
-from streaming.headers import TXN_HEADER
+from streaming.headers import TXN_HEADER, read_txn_header
 
 FETCH_WAIT_MS = 10
 READY_MARGIN_S = 1.0
@@ -71,8 +72,8 @@ class VisibilityObserver:
         self.bootstrap, self.topics, self.on_sample, self.log = bootstrap, topics, on_sample, log
         self.samples: list[float] = []
         self.left_out = 0
-        self._seen: dict[str, float] = {}  # eos.txn -> when first received, awaiting its commit time
-        self._committed: dict[str, float] = {}  # eos.txn -> when its commit returned, awaiting its records
+        self._seen: dict[str, float] = {}  # identity -> when first received, awaiting its commit time
+        self._committed: dict[str, float] = {}  # identity -> when its commit returned, awaiting its records
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -121,7 +122,7 @@ class VisibilityObserver:
                         continue  # a passing fetch error; the reader carries on
                     for name, value in message.headers() or ():
                         if name == TXN_HEADER:
-                            first_seen.setdefault(value.decode(), received)
+                            first_seen.setdefault(read_txn_header(value)[0].decode(), received)
                             break
                 if first_seen:
                     self._match(seen=first_seen)
@@ -129,7 +130,7 @@ class VisibilityObserver:
             consumer.close()
 
     def committed(self, commits: Iterable[tuple[str, float]]) -> None:
-        """Report commits: (eos.txn, wall-clock seconds when commit_transaction returned)."""
+        """Report commits: (transaction identity, wall-clock seconds when commit_transaction returned)."""
         commits = list(commits)
         timed = {txn: at for txn, at in commits if at >= self.ready_at}
         self.left_out += len(commits) - len(timed)

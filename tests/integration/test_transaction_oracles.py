@@ -192,7 +192,7 @@ def test_verify_catches_a_planted_torn_transaction_and_a_reordered_pair(bootstra
     import subprocess
     import sys
 
-    from streaming.headers import transaction_identity
+    from streaming.headers import transaction_identity, txn_header
     from streaming.verify import verify
 
     source, sink = new_topic(), new_topic()
@@ -203,8 +203,7 @@ def test_verify_catches_a_planted_torn_transaction_and_a_reordered_pair(bootstra
         writer.begin_transaction()
         for offset in offsets:
             writer.produce(sink, key=str(offset).encode(), value=b"v",
-                           headers=[("eos.src", f"{source}:0:{offset}".encode()), ("eos.txn", identity),
-                                    ("eos.txn_records", str(declared).encode())])
+                           headers=[("eos.src", f"{source}:0:{offset}".encode()), txn_header(identity, declared)])
         writer.commit_transaction(30)
 
     report = verify(bootstrap, source, sink)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streaming.headers import attempt_token, transaction_identity
+from streaming.headers import read_txn_header, transaction_identity, txn_header
 from streaming.verify import TopicIndex, reordered_pairs, torn_transactions
 
 A, B, C = "0:3:00000000000000a", "1:3:00000000000000b", "*:4:00000000000000c"
@@ -13,10 +13,15 @@ A, B, C = "0:3:00000000000000a", "1:3:00000000000000b", "*:4:00000000000000c"
 def output(rows: list[tuple], names: tuple[str, ...] = (A, B, C)) -> TopicIndex:
     """An output topic's index from (seq, partition, offset, src partition, src offset, eos.txn or None, size)."""
     columns = list(zip(*rows)) if rows else [()] * 7
-    tokens = [attempt_token(name.encode()) if name else -1 for name in columns[5]]
+    tokens = [token(name) if name else -1 for name in columns[5]]
     as_array = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
     return TopicIndex(*(as_array(c) for c in columns[:5]), as_array(tokens), as_array(columns[6]), {},
-                      {attempt_token(name.encode()): name for name in names})
+                      {token(name): name for name in names})
+
+
+def token(identity: str) -> int:
+    """The attempt token a verifier keeps for a transaction identity."""
+    return read_txn_header(txn_header(identity.encode(), 1)[1])[1]
 
 
 def test_a_transaction_with_fewer_records_than_declared_is_torn_and_named():
@@ -54,7 +59,10 @@ def test_interleaved_input_partitions_and_adjacent_duplicates_are_not_reordered(
     assert reordered_pairs(index).tolist() == []
 
 
-def test_each_attempt_has_its_own_identity_naming_partition_and_batch():
+def test_each_attempt_has_its_own_identity_naming_partition_and_batch_and_its_size_per_topic():
     first, second, batch = transaction_identity(2, 9), transaction_identity(2, 9), transaction_identity(None, 9)
     assert first != second and first.startswith(b"2:9:") and batch.startswith(b"*:9:")
-    assert attempt_token(first) == int(first.split(b":")[2], 16) < 2 ** 60
+    name, value = txn_header(first, 1000)
+    assert name == "eos.txn" and value == first + b":1000"
+    assert read_txn_header(value) == (first, int(first.split(b":")[2], 16), 1000)
+    assert int(first.split(b":")[2], 16) < 2 ** 60

@@ -93,8 +93,8 @@ def test_java_tools_get_the_file_itself(tmp_path):
     path = tmp_path / "client.properties"
     path.write_text("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config="
                     'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";\n')
-    assert ClientConfig.load(path).java_tool_arguments(path) == ["--command-config", str(path)]
-    assert ClientConfig.load(None).java_tool_arguments(None) == []
+    assert ClientConfig.load(path).connection(None).tool_arguments() == ["--command-config", str(path)]
+    assert ClientConfig.load(None).connection(None).tool_arguments() == []
 
 
 def test_bootstrap_comes_from_the_flag_else_the_file_else_the_local_broker():

@@ -11,7 +11,8 @@ same file and speaks it to each client in that client's dialect:
 - Spark's Kafka source and writer: the Java names with the `kafka.` prefix, stores as inline PEM;
 - kafka-python (the pre-registering producer): its keyword arguments, made from the librdkafka
   settings that reach the executor;
-- Java tools (ProducerPerformance): the file itself, passed through.
+- tools that read the file themselves (Java's ProducerPerformance, `eosbench produce` run as its own
+  process): the file itself, passed through (`Connection.tool_arguments`).
 
 A property that eosbench cannot hand to every client is refused with a one-line error naming it
 (SettingsError, exit 2); nothing is dropped silently. Producer tuning belongs in --producer-props.
@@ -58,13 +59,14 @@ class ClientConfig:
 
     properties: dict[str, str] = field(default_factory=dict, repr=False)  # repr=False: it holds passwords
     source: str = "--command-config"
+    path: Path | None = None  # the file, for tools that take it themselves (Java's, `eosbench produce`)
 
     @classmethod
     def load(cls, path: Path | str | None) -> ClientConfig:
         """Read and check a --command-config file (None: no file, PLAINTEXT)."""
         if path is None:
             return PLAINTEXT
-        config = cls(load_properties(path), source=f"--command-config {path}")
+        config = cls(load_properties(path), source=f"--command-config {path}", path=Path(path))
         config.librdkafka_security()  # every property is checked once, here, before any client is made
         return config
 
@@ -83,7 +85,7 @@ class ClientConfig:
 
     def connection(self, bootstrap_flag: str | None) -> Connection:
         """Where and how librdkafka clients connect, for a command given --bootstrap-server (or not)."""
-        return Connection(self.bootstrap(bootstrap_flag), tuple(sorted(self.librdkafka_security().items())))
+        return Connection(self.bootstrap(bootstrap_flag), tuple(sorted(self.librdkafka_security().items())), self)
 
     @property
     def security_protocol(self) -> str:
@@ -264,12 +266,6 @@ class ClientConfig:
                 options["ssl.key.password"] = security["ssl.key.password"]
         return {f"kafka.{key}": value for key, value in options.items()}
 
-    # ------------------------------------------------------------------ Java tools
-
-    def java_tool_arguments(self, path: Path | None) -> list[str]:
-        """Arguments that hand the file itself to a Kafka Java tool (`--command-config FILE`), or none."""
-        return ["--command-config", str(path)] if path is not None and self.properties else []
-
 
 PLAINTEXT = ClientConfig()
 
@@ -284,9 +280,18 @@ class Connection:
 
     bootstrap: str
     security: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # repr=False: it holds passwords
+    # The file's settings these came from, for the clients that speak Java names (Spark) or read the
+    # file themselves; not part of the identity (executors rebuild a Connection from librdkafka settings).
+    client_config: ClientConfig = field(default=PLAINTEXT, repr=False, compare=False)
 
     def __str__(self) -> str:
         return self.bootstrap
+
+    def tool_arguments(self) -> list[str]:
+        """What hands these settings to a tool that reads the file itself (Java's ProducerPerformance,
+        `eosbench produce` in its own process): `--command-config FILE`, or nothing for PLAINTEXT."""
+        path = self.client_config.path
+        return ["--command-config", str(path)] if path is not None else []
 
     def librdkafka(self, **extra: str) -> dict[str, str]:
         """A complete librdkafka config: the servers, the security settings, then the caller's own."""

@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.failures import kafka_failure, kafka_reason
 from producers.write_bench import latency_percentiles_ms
@@ -49,22 +50,23 @@ class StreamingBenchResult:
 class StreamingBench:
     """One consumer and one producer copying `input_topic` to `output_topic` unit by unit."""
 
-    def __init__(self, bootstrap: str, input_topic: str, output_topic: str, mode: Mode, group_id: str,
+    def __init__(self, bootstrap: str | Connection, input_topic: str, output_topic: str, mode: Mode, group_id: str,
                  records_per_transaction: int = 1, poll_timeout_s: float = 0.1,
                  consumer_config: dict[str, str] | None = None, producer_config: dict[str, str] | None = None,
                  transactional_id: str | None = None,
                  producer_factory: Callable[[dict, str], object] | None = None, pre_register: bool = False):
         self.mode, self.input_topic, self.output_topic = mode, input_topic, output_topic
         self.group_id, self.per_unit, self.poll_timeout_s = group_id, records_per_transaction, poll_timeout_s
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id, "enable.auto.commit": False,
-                                  "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                                  "enable.partition.eof": True, **(consumer_config or {})}, logger=CLIENT_LOG)
+        cluster = connection(bootstrap)
+        self.consumer = Consumer(cluster.librdkafka(**{
+            "group.id": group_id, "enable.auto.commit": False, "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest", "enable.partition.eof": True, **(consumer_config or {})}), logger=CLIENT_LOG)
         self.consumer.subscribe([input_topic])
         # Idempotent in both modes, as the Java producer is by default (Kafka 3.0+) and so the seed's
         # BaseStreamingBench: librdkafka's non-idempotent default sends unboundedly many tiny requests,
         # each waiting for replication, and made base mode 9x slower than tx on three brokers.
-        config = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": "0", "enable.idempotence": "true",
-                  **(producer_config or {})}
+        config = cluster.librdkafka(**{"acks": "all", "linger.ms": "0", "enable.idempotence": "true",
+                                       **(producer_config or {})})
         tid = transactional_id or f"eosbench.bench.streaming.{group_id}"
         # Another client (kafka-python's, which can pre-register) in place of librdkafka's.
         self.other_client = producer_factory is not None

@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 from confluent_kafka import Producer
 
+from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.failures import kafka_failure, kafka_reason
 
@@ -47,9 +48,9 @@ def latency_percentiles_ms(latencies_s: np.ndarray) -> dict[str, float]:
 class WriteBench:
     """One producer per mode, driving iterations against two topics."""
 
-    def __init__(self, bootstrap: str, topics: tuple[str, str], mode: Mode, transactional_id: str,
+    def __init__(self, bootstrap: str | Connection, topics: tuple[str, str], mode: Mode, transactional_id: str,
                  extra_config: dict[str, str] | None = None):
-        config = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": "0", **(extra_config or {})}
+        config = connection(bootstrap).librdkafka(**{"acks": "all", "linger.ms": "0", **(extra_config or {})})
         if mode == "tx":
             config["transactional.id"] = transactional_id
         self.producer = Producer(config, logger=CLIENT_LOG)
@@ -84,7 +85,7 @@ class WriteBench:
         return elapsed
 
 
-def run_write_benches(bootstrap: str, topics: tuple[str, str], modes: list[Mode], warmup: int, iterations: int,
+def run_write_benches(bootstrap: str | Connection, topics: tuple[str, str], modes: list[Mode], warmup: int, iterations: int,
                       block: int = 100, run_id: str = "writes",
                       progress: Callable[[int, int], None] | None = None) -> dict[Mode, WriteBenchResult]:
     """Run every mode, interleaved in blocks so that drift of the machine hits each alike."""

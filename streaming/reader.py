@@ -7,15 +7,18 @@ from typing import Literal
 
 from pyspark.sql import DataFrame, SparkSession
 
+from conf.client_config import Connection, connection
+
 Isolation = Literal["read_committed", "read_uncommitted"]
 
 
-def read_topic(spark: SparkSession, bootstrap: str, topic: str,
+def read_topic(spark: SparkSession, bootstrap: str | Connection, topic: str,
                isolation: Isolation = "read_committed") -> DataFrame:
     """Return every record of a topic, earliest to latest, as Spark's Kafka source sees it."""
     return (
         spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
+        .options(**connection(bootstrap).client_config.spark_kafka_options())
+        .option("kafka.bootstrap.servers", str(bootstrap))
         .option("subscribe", topic)
         .option("kafka.isolation.level", isolation)
         .option("startingOffsets", "earliest")

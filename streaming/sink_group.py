@@ -28,6 +28,8 @@ from conf.failures import authorization_failure
 from conf.settings import SettingsError
 
 SCOPE_TAG_PREFIX = "eosbench txn-scope="
+# Each committed() call's bound: a refused coordinator lookup shows only between calls (_refused_lookup).
+COMMITTED_CALL_S = 5.0
 SCOPES = ("partition", "batch")
 # Kafka's own default for offsets.retention.minutes (7 days), assumed when the brokers cannot be asked.
 KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES = 10080
@@ -85,17 +87,35 @@ def read_committed_offsets(consumer, topic: str, partitions, group: str, timeout
     while True:
         try:
             answer = consumer.committed([TopicPartition(topic, p) for p in partitions],
-                                        timeout=max(1.0, deadline - time.monotonic()))
+                                        timeout=min(COMMITTED_CALL_S, max(1.0, deadline - time.monotonic())))
             error = next((tp.error for tp in answer if tp.error is not None), None)
         except KafkaException as exc:
             error = exc.args[0]
         if error is None:
             break
+        if error.code() == KafkaError._TIMED_OUT:
+            error = _refused_lookup(consumer) or error
         if not (error.retriable() or error.code() in passing) or time.monotonic() >= deadline:
             denied = authorization_failure(error, topic if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED else group)
             raise denied or KafkaException(error)
         time.sleep(0.2)
     return {tp.partition: CommittedOffset(tp.offset if tp.offset >= 0 else -1, _scope_in(tp)) for tp in answer}
+
+
+def _refused_lookup(consumer):
+    """A refused coordinator lookup waiting on the consumer's queue, if any.
+
+    librdkafka reports a FindCoordinator that the group's ACLs refuse on the consumer's queue, not
+    to committed(), which only times out; these consumers never assign partitions, so their queue
+    holds errors alone.
+    """
+    from conf.failures import authorization_error_name
+
+    while (message := consumer.poll(0)) is not None:
+        error = message.error()
+        if error is not None and authorization_error_name(error):
+            return error
+    return None
 
 
 def check_scope(committed: dict[int, CommittedOffset], topic: str, group: str, scope: str) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from conf.settings import DEFAULT_BOOTSTRAP
+from conf.client_config import COMMAND_CONFIG_HELP
 from conf.workload_settings import DEFAULT_WORKLOAD, packaged_workloads, workload_path
-from eosbench.console.arguments import bootstrap_flag, non_negative_int, positive_float, positive_int, renamed_flag
+from eosbench.console.arguments import (bootstrap_flag, kafka_connection, non_negative_int, positive_float,
+                                        positive_int, renamed_flag)
 from eosbench.console.errors import BadInput, interrupt_on_stop_signals
 
 # kafka-eos runs on librdkafka; +kafka-python and +prereg on kafka-python, without and with pre-registration.
@@ -109,6 +110,7 @@ def add_bench_parser(commands) -> None:
                             f" ({', '.join(packaged_workloads())}; default: %(default)s)")
     sweep.add_argument("--bootstrap-server", dest="bootstrap", metavar="HOST:PORT",
                        help="use this cluster instead of starting one per broker count (default: start them)")
+    sweep.add_argument("--command-config", type=Path, metavar="FILE", help=COMMAND_CONFIG_HELP)
     sweep.add_argument("--port", type=int, default=9500, help="client port of the sweep's own clusters")
     sweep.add_argument("--results-dir", type=Path, default=Path("results"),
                        help="the Delta results table goes to <DIR>/bench_runs")
@@ -116,7 +118,8 @@ def add_bench_parser(commands) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Handle `eosbench bench writes|produce|streaming|spark|protocol|sweep`."""
-    bootstrap = args.bootstrap or (None if args.bench_command == "sweep" else DEFAULT_BOOTSTRAP)
+    # --command-config is read once, here; a sweep without --bootstrap-server runs its own clusters.
+    bootstrap = None if args.bench_command == "sweep" and not args.bootstrap else kafka_connection(args)
     if args.bench_command == "writes":
         from eosbench.bench import writes
 
@@ -131,15 +134,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from eosbench.bench.sweep import run_sweep
 
         interrupt_on_stop_signals()  # a SIGTERM still stops the sweep's brokers and keeps its finished rows
-        run_sweep(load_workload(args.workload), args.workload.stem, args.results_dir, args.bootstrap, args.port)
+        if args.command_config and not args.bootstrap:
+            raise BadInput("--command-config needs --bootstrap-server: without it the sweep runs its own PLAINTEXT"
+                           " clusters")
+        run_sweep(load_workload(args.workload), args.workload.stem, args.results_dir, bootstrap, args.port)
     elif args.bench_command == "protocol":
         from conf.settings import output_file_problem
         from eosbench.bench import protocol
 
+        if bootstrap.security:
+            raise BadInput("bench protocol speaks PLAINTEXT only: its Java copier and FeatureCommand runs take no"
+                           " --command-config yet")
         if args.output_json is not None and (problem := output_file_problem(args.output_json)):
             raise BadInput(f"--output-json {args.output_json}: {problem}")
         interrupt_on_stop_signals()  # a SIGTERM still puts the transaction.version feature back
-        protocol.run(bootstrap, sorted(set(args.sizes)), args.transactions, args.engines, args.results_dir, args.output_json)
+        protocol.run(bootstrap.bootstrap, sorted(set(args.sizes)), args.transactions, args.engines, args.results_dir,
+                     args.output_json)
     elif args.bench_command == "spark":
         from eosbench.bench import spark
 

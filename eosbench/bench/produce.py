@@ -23,9 +23,12 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from eosbench.console.errors import CheckFailed
-from eosbench.local.jars import kafka_tools_command
+from conf.client_config import Connection, connection
+from conf.settings import console_log4j_config
 from eosbench.bench.report import GOODPUT_TARGET
+from eosbench.console.errors import CheckFailed
+from eosbench.local.environment import check_java
+from eosbench.local.jars import kafka_tools_command
 from eosbench.local.kafka_admin import cluster_metadata, create_topic, delete_topics
 
 FINAL_LINE = re.compile(
@@ -73,19 +76,19 @@ def _common_flags(topic: str, num_records: int, record_size: int, duration_ms: i
     return flags + (["--transaction-duration-ms", str(duration_ms)] if duration_ms else [])
 
 
-def run_java(bootstrap: str, topic: str, num_records: int, record_size: int, duration_ms: int | None,
+def run_java(bootstrap: str | Connection, topic: str, num_records: int, record_size: int, duration_ms: int | None,
              mode: str, throughput: float = -1, props: tuple[str, ...] = ("acks=all",)) -> ToolRun:
     """Run Java's ProducerPerformance from the cached kafka-tools jar."""
     command = [*kafka_tools_command("ProducerPerformance"),
                *_common_flags(topic, num_records, record_size, duration_ms, throughput),
-               "--command-property", *props, f"bootstrap.servers={bootstrap}"]
+               "--command-property", *props, f"bootstrap.servers={bootstrap}", *connection(bootstrap).tool_arguments()]
     completed = subprocess.run(command, capture_output=True, text=True)
     m = _final_line(completed.stdout, "Java ProducerPerformance")
     return ToolRun("java", mode, float(m["rps"]), float(m["rps"]), float(m["avg"]), float(m["p50"]),
                    float(m["p99"]), float(m["max"]))
 
 
-def run_eosbench(bootstrap: str, topic: str, num_records: int, record_size: int, duration_ms: int | None,
+def run_eosbench(bootstrap: str | Connection, topic: str, num_records: int, record_size: int, duration_ms: int | None,
                  mode: str, abort_ratio: float = 0.0, records_per_transaction: int | None = None,
                  throughput: float = -1, props: tuple[str, ...] = ("acks=all",)) -> ToolRun:
     """Run `eosbench produce` in its own process, as a user would."""
@@ -93,7 +96,8 @@ def run_eosbench(bootstrap: str, topic: str, num_records: int, record_size: int,
         summary_file = Path(scratch) / "summary.json"
         command = [sys.executable, "-m", "eosbench.cli", "produce",
                    *_common_flags(topic, num_records, record_size, duration_ms, throughput),
-                   "--producer-props", *props, "--bootstrap-server", bootstrap,
+                   "--producer-props", *props, "--bootstrap-server", str(bootstrap),
+                   *connection(bootstrap).tool_arguments(),
                    "--output-json", str(summary_file)]
         if abort_ratio:
             command += ["--transaction-abort-ratio", str(abort_ratio)]
@@ -111,7 +115,7 @@ def run_eosbench(bootstrap: str, topic: str, num_records: int, record_size: int,
                    summary["records_aborted"] / ended if ended else 0.0)
 
 
-def run(bootstrap: str, num_records: int, record_size: int, duration_ms: int, repeat: int, output_dir: Path,
+def run(bootstrap: str | Connection, num_records: int, record_size: int, duration_ms: int, repeat: int, output_dir: Path,
         throttled_rates: tuple[float, ...] = THROTTLED_RATES, latency_only: bool = False) -> dict:
     """Run the matrix, the abort sweep and the throttled latency pair `repeat` times; print and return the report."""
     brokers = len(cluster_metadata(bootstrap).brokers)
@@ -149,7 +153,7 @@ def run(bootstrap: str, num_records: int, record_size: int, duration_ms: int, re
         return statistics.median(getattr(r, figure) for r in runs if r.tool == tool and r.mode == mode)
 
     report = {
-        "bootstrap": bootstrap, "brokers": brokers, "num_records": num_records, "record_size": record_size,
+        "bootstrap": str(bootstrap), "brokers": brokers, "num_records": num_records, "record_size": record_size,
         "acks": "all", "transaction_duration_ms": duration_ms, "repeat": repeat,
         "runs": [asdict(r) for r in runs],
     }

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from conf.client_config import Connection, connection
 from conf.produce_settings import ProduceSettings
 from conf.stream_settings import StreamSettings
 from eosbench.bench import results
@@ -46,15 +47,16 @@ VARIANTS = {
 }
 
 
-def _fill(bootstrap: str, topic: str, records: int, partitions: int) -> None:
+def _fill(bootstrap: str | Connection, topic: str, records: int, partitions: int) -> None:
     create_topic(bootstrap, topic, partitions, 1)
-    settings = ProduceSettings(topic=topic, bootstrap_server=bootstrap, num_records=records, record_size=100,
-                               throughput=-1, transaction_duration_ms=100, producer_props=("acks=all",))
+    settings = ProduceSettings(topic=topic, bootstrap_server=str(bootstrap), num_records=records, record_size=100,
+                               throughput=-1, transaction_duration_ms=100, producer_props=("acks=all",),
+                               command_config=connection(bootstrap).client_config.path)
     summary = ProducerPerformance(settings, out=io.StringIO()).run()
     print(f"filled {topic}: {summary.records_committed:,} records in {partitions} partitions", flush=True)
 
 
-def run(bootstrap: str, records: int, partitions: int, max_offsets: int, rounds: int, latency_seconds: int,
+def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets: int, rounds: int, latency_seconds: int,
         variants: list[str], output_dir: Path, trigger_seconds: int = 30) -> dict:
     """Run the throughput rounds, the 1 s trigger rounds and the latency run; print, record and return the report."""
     brokers = len(cluster_metadata(bootstrap).brokers)
@@ -70,7 +72,8 @@ def run(bootstrap: str, records: int, partitions: int, max_offsets: int, rounds:
         output = f"{source}-{tag}"
         create_topic(bootstrap, output, partitions, 1)
         create_topic(bootstrap, f"{output}.dlq", 1, 1)
-        fields = dict(input_topic=source, output_topic=output, bootstrap_server=bootstrap,
+        fields = dict(input_topic=source, output_topic=output, bootstrap_server=str(bootstrap),
+                      client_config=connection(bootstrap).client_config,
                       app_id=f"bench-{run_id}-{tag}", checkpoint=scratch / tag / "checkpoint",
                       delta_path=scratch / tag / "table", max_offsets_per_trigger=max_offsets)
         return StreamSettings(**{**fields, **VARIANTS[variant], **extra})
@@ -122,7 +125,7 @@ def run(bootstrap: str, records: int, partitions: int, max_offsets: int, rounds:
     return report
 
 
-def _trigger_rounds(bootstrap: str, spark, settings_for, source: str, partitions: int, batch_offsets: int,
+def _trigger_rounds(bootstrap: str | Connection, spark, settings_for, source: str, partitions: int, batch_offsets: int,
                     rounds: int, seconds: int) -> dict:
     """kafka-alo and kafka-eos at a 1 s trigger on one backlog, every batch capped at `batch_offsets`.
 
@@ -188,7 +191,7 @@ def _append_rows(spark, report: dict, batch_seconds: dict[str, list[float]], res
     return f"{path} ({len(rows)} rows)"
 
 
-def _latency_run(bootstrap: str, settings_for, rate: float, seconds: int, spark) -> dict:
+def _latency_run(bootstrap: str | Connection, settings_for, rate: float, seconds: int, spark) -> dict:
     """kafka-eos at a 1 s trigger, fed at `rate` records/s by a separate producer process."""
     settings = settings_for("kafka-eos", "latency", trigger=TRIGGER, starting_offsets="latest",
                             max_offsets_per_trigger=None, timeout_s=float(seconds), observe_visibility=True)
@@ -196,7 +199,8 @@ def _latency_run(bootstrap: str, settings_for, rate: float, seconds: int, spark)
     create_topic(bootstrap, live, 4, 1)
     settings = settings.model_copy(update={"input_topic": live})
     feeder = subprocess.Popen(
-        [sys.executable, "-m", "eosbench.cli", "produce", "--bootstrap-server", bootstrap, "--topic", live,
+        [sys.executable, "-m", "eosbench.cli", "produce", "--bootstrap-server", str(bootstrap),
+         *connection(bootstrap).tool_arguments(), "--topic", live,
          "--num-records", str(int(rate * (seconds + 15))), "--record-size", "100", "--throughput", str(int(rate)),
          "--transaction-duration-ms", "100", "--producer-props", "acks=all"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

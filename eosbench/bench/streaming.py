@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from conf.client_config import Connection
 from conf.secrets import masked
 from conf.settings import load_properties
 from eosbench.bench import results
@@ -32,7 +33,7 @@ BLOCK_UNITS = 50
 KAFKA_PYTHON_TX_MODES = ("tx-kafka-python", "tx-prereg")
 
 
-def run(bootstrap: str, args: argparse.Namespace) -> dict:
+def run(bootstrap: str | Connection, args: argparse.Namespace) -> dict:
     """Run the bench as the flags say; print the table and return the report."""
     run_id = uuid.uuid4().hex[:8]
     brokers = len(cluster_metadata(bootstrap).brokers)
@@ -86,7 +87,7 @@ def run(bootstrap: str, args: argparse.Namespace) -> dict:
     finally:
         for bench in benches.values():
             bench.close()
-    report = {"run_id": run_id, "bootstrap": bootstrap, "brokers": brokers, "input_topic": input_topic,
+    report = {"run_id": run_id, "bootstrap": str(bootstrap), "brokers": brokers, "input_topic": input_topic,
               "records_per_transaction": per_unit, "warmup": args.warmup, "iterations": args.iterations,
               "pre_register_partitions": args.pre_register_partitions, "producer_config": producer_config,
               "modes": {mode: r.percentiles_ms() for mode, r in outcome.items()}}

@@ -25,6 +25,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from conf.client_config import Connection, connection
 from conf.settings import ClusterSettings, eosbench_home
 from conf.stream_settings import StreamSettings
 from conf.workload_settings import BASELINE_OF, SPARK_SINKS, Workload
@@ -39,7 +40,7 @@ from producers.streaming_bench import StreamingBench
 SWEEP_PORT = 9500  # the sweep's own clusters (controllers +100, JMX exporters +200), apart from 9092
 
 
-def plain_cell(bootstrap: str, input_topic: str, sink: str, records_per_transaction: int, workload: Workload,
+def plain_cell(bootstrap: str | Connection, input_topic: str, sink: str, records_per_transaction: int, workload: Workload,
                partitions: int, tag: str, committed: int, progress: Callable[[int, int], None] | None = None,
                pre_register: bool = False, poll_timeout_s: float = 0.1,
                consumer_config: dict[str, str] | None = None) -> dict:
@@ -67,7 +68,7 @@ def plain_cell(bootstrap: str, input_topic: str, sink: str, records_per_transact
             "register_round_trips": result.register_round_trips, **{f"unit_{k}": v for k, v in figures.items()}}
 
 
-def spark_cell(spark, bootstrap: str, input_topic: str, sink: str, records_per_transaction: int,
+def spark_cell(spark, bootstrap: str | Connection, input_topic: str, sink: str, records_per_transaction: int,
                partitions: int, scratch: Path, tag: str, progress: Callable[[int, int], None] | None = None,
                expected_records: int = 0) -> dict:
     """One Spark cell: the job drains the input, available-now, a transaction per partition per batch."""
@@ -77,7 +78,8 @@ def spark_cell(spark, bootstrap: str, input_topic: str, sink: str, records_per_t
     replication = min(3, len(cluster_metadata(bootstrap).brokers))
     create_topic(bootstrap, output, partitions, replication)
     create_topic(bootstrap, f"{output}.dlq", 1, replication)
-    settings = StreamSettings(input_topic=input_topic, output_topic=output, bootstrap_server=bootstrap, sink=sink,
+    settings = StreamSettings(input_topic=input_topic, output_topic=output, bootstrap_server=str(bootstrap),
+                              client_config=connection(bootstrap).client_config, sink=sink,
                               app_id=f"bench-{tag}", checkpoint=scratch / tag / "checkpoint",
                               delta_path=scratch / tag / "table",
                               max_offsets_per_trigger=records_per_transaction * partitions)
@@ -111,7 +113,7 @@ def _median_figures(runs: list[dict]) -> dict:
 class Sweep:
     """One sweep over a workload's grid."""
 
-    def __init__(self, workload: Workload, workload_name: str, results_dir: Path, bootstrap: str | None = None,
+    def __init__(self, workload: Workload, workload_name: str, results_dir: Path, bootstrap: str | Connection | None = None,
                  port: int = SWEEP_PORT, console: Console | None = None):
         self.workload, self.workload_name, self.results_dir = workload, workload_name, results_dir
         self.bootstrap, self.port = bootstrap, port
@@ -182,7 +184,7 @@ class Sweep:
     def _say(self, line: str) -> None:
         self.console.print(f"[dim]{line}[/]")
 
-    def _run_broker_group(self, bootstrap: str, brokers: int, cells: list[dict], bars, grid_task) -> None:
+    def _run_broker_group(self, bootstrap: str | Connection, brokers: int, cells: list[dict], bars, grid_task) -> None:
         w = self.workload
         replication = min(3, brokers)
         if w.anchors:
@@ -217,7 +219,7 @@ class Sweep:
                     self.rows.append(self._row(cell, _median_figures(runs[index])))
             self._add_overheads()
 
-    def _fill(self, bootstrap: str, brokers: int, size: int, ratio: float, replication: int) -> tuple[str, int]:
+    def _fill(self, bootstrap: str | Connection, brokers: int, size: int, ratio: float, replication: int) -> tuple[str, int]:
         """Fill one input topic; its producer run is a row of its own (goodput under aborts)."""
         w = self.workload
         topic = f"sweep-{self.run_id}-in-s{size}-r{ratio}"
@@ -237,7 +239,7 @@ class Sweep:
             figures_json=json.dumps(run.__dict__)))
         return topic, committed
 
-    def _anchor_rows(self, bootstrap: str, brokers: int, size: int, replication: int) -> None:
+    def _anchor_rows(self, bootstrap: str | Connection, brokers: int, size: int, replication: int) -> None:
         """Java ProducerPerformance beside eosbench produce, without and with transactions."""
         records = self.workload.records
         for duration, mode in ((None, "no transactions"), (self.workload.fill_transaction_duration_ms, "transactions")):
@@ -254,14 +256,14 @@ class Sweep:
                     latency_kind="send latency", config_json=json.dumps({"mode": mode, "transaction_duration_ms": duration}),
                     figures_json=json.dumps(run.__dict__)))
 
-    def _warm_spark(self, bootstrap: str, topic: str) -> None:
+    def _warm_spark(self, bootstrap: str | Connection, topic: str) -> None:
         """A cold session loses 30-40 % on its first query: warm the JVM, the workers and Arrow first."""
         self._say("warming Spark up on the first input")
         with tempfile.TemporaryDirectory(prefix="eosbench-sweep-warm-") as scratch:
             spark_cell(self.spark_session(), bootstrap, topic, "kafka-alo", max(1, self.workload.records // 8),
                        self.workload.partitions, Path(scratch), f"warm-{self.run_id}")
 
-    def _run_cell(self, bootstrap: str, cell: dict, topic: str, committed: int, scratch: Path, tag: str,
+    def _run_cell(self, bootstrap: str | Connection, cell: dict, topic: str, committed: int, scratch: Path, tag: str,
                   bars) -> dict | None:
         w = self.workload
         n, sink = cell["records_per_transaction"], cell["sink"]
@@ -318,7 +320,7 @@ def _label(cell: dict) -> str:
     return f"{cell['sink']} {cell['records_per_transaction']}/txn abort {cell['abort_ratio']} {cell['brokers']}b"
 
 
-def run_sweep(workload: Workload, workload_name: str, results_dir: Path, bootstrap: str | None = None,
+def run_sweep(workload: Workload, workload_name: str, results_dir: Path, bootstrap: str | Connection | None = None,
               port: int = SWEEP_PORT) -> Path:
     """Run a sweep, then write its plots and summary; print the summary and return its path."""
     from eosbench.bench.report import write_report

@@ -7,6 +7,7 @@ import time
 import uuid
 from pathlib import Path
 
+from conf.client_config import Connection
 from eosbench.local.kafka_admin import cluster_metadata, create_topic
 from eosbench.console.plots import latency_cdf_png
 from eosbench.console.progress import progress_callback
@@ -16,7 +17,7 @@ from producers.write_bench import Mode, run_write_benches
 SEED_TX_OVER_BASE = "30-50x (kafka-tx-performance, Kafka 2.7, 3 nodes)"
 
 
-def run(bootstrap: str, modes: list[Mode], warmup: int, iterations: int, output_dir: Path) -> dict:
+def run(bootstrap: str | Connection, modes: list[Mode], warmup: int, iterations: int, output_dir: Path) -> dict:
     """Run the benches, write JSON and a latency-CDF PNG, print a table, and return the report."""
     brokers = len(cluster_metadata(bootstrap).brokers)
     run_id = uuid.uuid4().hex[:8]
@@ -27,7 +28,7 @@ def run(bootstrap: str, modes: list[Mode], warmup: int, iterations: int, output_
     with progress_callback("write bench iterations") as progress:
         results = run_write_benches(bootstrap, topics, modes, warmup, iterations, run_id=run_id, progress=progress)
     report = {
-        "run_id": run_id, "bootstrap": bootstrap, "brokers": brokers, "warmup": warmup,
+        "run_id": run_id, "bootstrap": str(bootstrap), "brokers": brokers, "warmup": warmup,
         "iterations": iterations, "elapsed_s": round(time.monotonic() - started, 1),
         "modes": {mode: result.percentiles_ms() for mode, result in results.items()},
     }

@@ -4,7 +4,7 @@ Pure: no client, no broker. `kafka_admin.create_acls` applies what `pipeline_acl
 `eosbench acls` prints it the way `kafka-acls --list` does.
 
 Each ACL below is there because a request of the pipeline needs it (Kafka 4.3's KafkaApis and
-AclAuthorizer rules); nothing else is granted:
+StandardAuthorizer); nothing else is granted:
 
 - READ on the input topic: Spark's source fetches it; the sink's TxnOffsetCommit needs READ on
   every topic whose offsets it commits; verify reads it.

@@ -190,7 +190,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     if not 0.0 <= args.transaction_abort_ratio <= 1.0:
         raise BadInput(f"--transaction-abort-ratio must lie in [0.0, 1.0], got {args.transaction_abort_ratio}")
-    options = DemoOptions(bootstrap=args.bootstrap, records=args.records,
+    given = args.bootstrap or args.command_config  # else the demo runs (and starts) the local broker
+    options = DemoOptions(bootstrap=kafka_connection(args) if given else None, records=args.records,
                           records_per_transaction=args.records_per_transaction,
                           abort_ratio=args.transaction_abort_ratio, partitions=args.partitions, seed=args.seed,
                           monitor=args.monitor)

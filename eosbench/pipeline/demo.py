@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from conf.client_config import Connection
 from conf.settings import ClusterSettings
 from eosbench.local.broker import LocalCluster
 from eosbench.local.kafka_admin import cluster_metadata, create_topic, delete_topics
@@ -40,7 +41,7 @@ STREAM_METRICS_PORT = 9401
 class DemoOptions:
     """The demo's knobs, one field per flag."""
 
-    bootstrap: str | None
+    bootstrap: Connection | None  # None: the local broker, started if need be
     records: int = 20_000
     records_per_transaction: int = 1_000
     abort_ratio: float = 0.3
@@ -75,7 +76,7 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
         cluster = LocalCluster.from_state_dir(default.state_dir) or LocalCluster(default)
         console.print(f"[dim]starting the local broker in {default.state_dir} (if not running)…[/]")
         cluster.start()
-        bootstrap = cluster.settings.bootstrap_servers
+        bootstrap = cluster.connection
     timings["broker ready"] = time.monotonic() - clock
 
     prometheus = None
@@ -93,7 +94,8 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     console.print(f"[dim]eosbench produce: {options.records:,} records in transactions of"
                   f" {options.records_per_transaction:,}, abort ratio {options.abort_ratio}…[/]")
     produce_fields = dict(
-        topic=topic, bootstrap_server=bootstrap, num_records=options.records, record_size=100, throughput=-1,
+        topic=topic, bootstrap_server=str(bootstrap), command_config=bootstrap.client_config.path,
+        num_records=options.records, record_size=100, throughput=-1,
         records_per_transaction=options.records_per_transaction, transaction_abort_ratio=options.abort_ratio,
         seed=options.seed, transactional_id=f"eosbench.demo.{run_id}", run_id=run_id, producer_props=("acks=all",))
     if options.monitor:  # a paced run that Prometheus can watch, with a /metrics to scrape
@@ -120,7 +122,8 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     console.print(f"[dim]streaming {topic} -> {output} through the transactional sink…[/]")
     with tempfile.TemporaryDirectory(prefix="eosbench-demo-") as scratch:
         stream_fields = dict(
-            input_topic=topic, output_topic=output, bootstrap_server=bootstrap, app_id=f"eosbench-demo-{run_id}",
+            input_topic=topic, output_topic=output, bootstrap_server=str(bootstrap),
+            client_config=bootstrap.client_config, app_id=f"eosbench-demo-{run_id}",
             checkpoint=Path(scratch) / "checkpoint", max_offsets_per_trigger=max(1, options.records // 4))
         stream_metrics = None
         if options.monitor:  # small batches, so the dashboards have a run to draw
@@ -140,7 +143,7 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     ok = (committed_view == expected and uncommitted_count == produced.records_committed + produced.records_aborted
           and verified.ok)
     result = DemoResult(
-        bootstrap=bootstrap,
+        bootstrap=str(bootstrap),
         committed_records=produced.records_committed,
         aborted_records=produced.records_aborted,
         read_committed_records=sum(committed_view.values()),
@@ -163,7 +166,7 @@ def _wait_for_final_scrape(prometheus: LocalPrometheus, app_id: str, records_out
         time.sleep(0.5)
 
 
-def _print_monitoring(console: Console, prometheus: LocalPrometheus, bootstrap: str) -> None:
+def _print_monitoring(console: Console, prometheus: LocalPrometheus, bootstrap: Connection) -> None:
     console.print(f"""
 [bold]Monitoring[/]
   Prometheus      {prometheus.url}   (Graph: eosbench:stream_output_records:rate1m, eosbench:stream_aborted:ratio)
@@ -171,12 +174,12 @@ def _print_monitoring(console: Console, prometheus: LocalPrometheus, bootstrap: 
   producer        http://127.0.0.1:{PRODUCER_METRICS_PORT}/metrics   (while this command runs)
   stream driver   http://127.0.0.1:{STREAM_METRICS_PORT}/metrics
   Spark           http://127.0.0.1:4040/metrics/prometheus  and  /metrics/executors/prometheus
-  brokers         the JMX exporter on each broker's port + 200 (9292 for {bootstrap.split(',')[0]})
+  brokers         the JMX exporter on each broker's port + 200 (9292 for {str(bootstrap).split(',')[0]})
   Grafana         provision dashboards/provisioning/ and open "eosbench: exactly-once overview"
 Prometheus keeps running with the run's data: stop it with `eosbench prometheus stop`.""")
 
 
-def _delete_old_demo_topics(bootstrap: str) -> None:
+def _delete_old_demo_topics(bootstrap: Connection) -> None:
     old = [name for name in cluster_metadata(bootstrap).topics if name.startswith(DEMO_TOPIC_PREFIX)]
     if old:
         delete_topics(bootstrap, old)

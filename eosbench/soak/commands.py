@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from conf.client_config import COMMAND_CONFIG_HELP
 from conf.metrics_endpoint import DEFAULT_METRICS_HOST, metrics_url
 from conf.settings import DEFAULT_CLIENT_PORT, linger_for_final_scrape, metrics_linger_seconds
 from eosbench.console.arguments import duration, positive_int, renamed_flag, state_dir_flag
@@ -23,6 +24,12 @@ def add_soak_parser(commands) -> None:
                       help=f"comma-separated kinds, injected in a seeded round robin ({', '.join(FAULT_KINDS)})")
     soak.add_argument("--brokers", type=int, choices=(1, 3), default=1, help="local cluster size (default: 1)")
     soak.add_argument("--port", type=int, default=DEFAULT_CLIENT_PORT, help="client port of broker node 1")
+    soak.add_argument("--security", choices=("plaintext", "sasl-ssl"), default="plaintext",
+                      help="the local cluster's client listener, as `broker start --security` (default: plaintext)")
+    soak.add_argument("--command-config", type=Path, metavar="FILE",
+                      help=f"{COMMAND_CONFIG_HELP.removesuffix(' (default: none, PLAINTEXT)')}; the producer, stream"
+                           " and verifier connect with it (default: the cluster's own settings, the admin's with"
+                           " --security sasl-ssl)")
     soak.add_argument("--master", default=defaults.master,
                       help="Spark master: local[2,4] (default) or spark://127.0.0.1:7077 (`eosbench cluster start`)")
     soak.add_argument("--spark-state-dir", type=Path, help="with a spark:// master: the `eosbench cluster` folder"
@@ -62,7 +69,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
         abort_ratio=args.transaction_abort_ratio, partitions=args.partitions, gate_records=args.gate_records,
         delivery_timeout_ms=args.delivery_timeout_ms, metrics_port=args.metrics_port,
         results_dir=args.results_dir, output_dir=args.output_dir,
-        max_faults=args.max_faults)
+        max_faults=args.max_faults, security=args.security, command_config=args.command_config)
     soak = Soak(options)
     interrupt_on_stop_signals()  # a SIGTERM still stops the children and writes the report
     report = soak.run()

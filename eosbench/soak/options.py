@@ -34,6 +34,8 @@ class SoakOptions:
     results_dir: Path = Path("results")
     output_dir: Path | None = None  # the run's own folder; default <results_dir>/soak/<run id>
     max_faults: int | None = None  # end early after this many rounds (--duration still bounds the soak)
+    security: str = "plaintext"  # the soak's local cluster: plaintext or sasl-ssl
+    command_config: Path | None = None  # the pipeline's client settings (default: the cluster's own, admin if secured)
 
     def validate(self) -> None:
         """Raise BadInput (one line) for a soak that cannot run as asked."""

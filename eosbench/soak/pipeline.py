@@ -16,6 +16,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
+from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.settings import console_log4j_config
 from eosbench.console.errors import EnvironmentProblem
@@ -33,7 +34,7 @@ CRASH_LOOP_DEATHS = 5
 class Pipeline:
     """The producer and the stream of one soak: their topics, ids, command lines and supervision."""
 
-    def __init__(self, options: SoakOptions, run_id: str, bootstrap: str, output_dir: Path,
+    def __init__(self, options: SoakOptions, run_id: str, bootstrap: str | Connection, output_dir: Path,
                  spark_cluster: StandaloneCluster | None):
         self.options, self.run_id, self.bootstrap, self.spark_cluster = options, run_id, bootstrap, spark_cluster
         self.input_topic, self.output_topic = f"soak-{run_id}-in", f"soak-{run_id}-out"
@@ -53,7 +54,8 @@ class Pipeline:
         o = self.options
         return [sys.executable, "-m", "eosbench.cli", "produce", "--topic", self.input_topic,
                 "--num-records", str(10**12), "--record-size", "100", "--throughput", str(o.throughput),
-                "--bootstrap-server", self.bootstrap, "--transactional-id", self.producer_id,
+                "--bootstrap-server", str(self.bootstrap), *connection(self.bootstrap).tool_arguments(),
+                "--transactional-id", self.producer_id,
                 "--records-per-transaction", str(o.records_per_transaction),
                 "--transaction-abort-ratio", str(o.abort_ratio), "--seed", str(o.seed), "--run-id", self.run_id,
                 "--resume", "--metrics-port", str(o.metrics_port), "--metrics-linger", "0", "--reporting-interval", "30000",
@@ -70,7 +72,8 @@ class Pipeline:
                        "--conf", f"spark.executorEnv.PYSPARK_PYTHON={sys.executable}"]
         return [*submit, str(Path(job.__file__)),
                 "--input-topic", self.input_topic, "--output-topic", self.output_topic,
-                "--bootstrap-server", self.bootstrap, "--app-id", self.app_id, "--checkpoint", str(self.checkpoint),
+                "--bootstrap-server", str(self.bootstrap), *connection(self.bootstrap).tool_arguments(),
+                "--app-id", self.app_id, "--checkpoint", str(self.checkpoint),
                 "--trigger", "1 second", "--starting-offsets", "group",
                 "--max-offsets-per-trigger", str(o.max_offsets_per_trigger),
                 "--metrics-port", str(o.metrics_port + 1), "--metrics-linger", "0",
@@ -127,7 +130,7 @@ class Pipeline:
         self.stream.kill(signal.SIGKILL)
 
 
-def fence(bootstrap: str, transactional_id: str) -> None:
+def fence(bootstrap: str | Connection, transactional_id: str) -> None:
     """Abort whatever transaction a dead producer left open, as its successor's init does."""
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id}, logger=CLIENT_LOG)
+    producer = Producer(connection(bootstrap).librdkafka(**{"transactional.id": transactional_id}), logger=CLIENT_LOG)
     producer.init_transactions(60)

@@ -11,6 +11,7 @@ import time
 
 from confluent_kafka import Consumer, TopicPartition
 
+from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 
 RATE_WINDOW_S = 3.0  # the throughput window; recovery times are resolved to about this
@@ -27,10 +28,10 @@ class ProgressSampler:
     processed exactly once, across every restart of the driver (and a lost checkpoint).
     """
 
-    def __init__(self, bootstrap: str, group: str, topic: str, partitions: int, started: float):
+    def __init__(self, bootstrap: str | Connection, group: str, topic: str, partitions: int, started: float):
         self.samples: list[tuple[float, int]] = []
-        self._config = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                        "socket.timeout.ms": 2000}
+        self._config = connection(bootstrap).librdkafka(**{"group.id": group, "enable.auto.commit": False,
+                                                           "socket.timeout.ms": 2000})
         self._consumer = Consumer(self._config, logger=CLIENT_LOG)
         self._last_change = time.monotonic()
         self._partitions = [TopicPartition(topic, p) for p in range(partitions)]

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
+from conf.client_config import ClientConfig, Connection
 from conf.failures import kafka_reason
 from conf.settings import ClusterSettings, SparkClusterSettings
 from eosbench.console.errors import EnvironmentProblem
@@ -59,9 +60,11 @@ class Soak:
         self.run_id = uuid.uuid4().hex[:8]
         self.output_dir = options.output_dir or options.results_dir / "soak" / self.run_id
         self.cluster = LocalCluster(ClusterSettings(
-            brokers=options.brokers, port=options.port,
+            brokers=options.brokers, port=options.port, security=options.security,
             **({"state_dir": options.state_dir} if options.state_dir else {})))
-        self.bootstrap = self.cluster.settings.bootstrap_servers
+        self.client_config = ClientConfig.load(options.command_config)  # a bad file fails before brokers start
+        # How the soak's clients connect; a secured cluster's settings exist once it has started (run()).
+        self.bootstrap: str | Connection = self.cluster.settings.bootstrap_servers
         self.spark_cluster = (StandaloneCluster.from_state_dir(options.spark_state_dir or SparkClusterSettings().state_dir)
                               if options.master.startswith("spark://") else None)
         self.metrics = SoakMetrics(self.run_id)
@@ -81,6 +84,9 @@ class Soak:
                  f" master {o.master}; report in {self.output_dir}")
         started_cluster = not self.cluster.running_nodes()  # a cluster the soak starts, it stops
         self.cluster.start()
+        self.bootstrap = self.pipeline.bootstrap = (
+            self.client_config.connection(self.cluster.settings.bootstrap_servers) if self.options.command_config
+            else self.cluster.connection)
         try:
             if self.spark_cluster:
                 self.spark_cluster.start()

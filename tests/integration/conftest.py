@@ -33,9 +33,13 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session")
 def kafka_cluster(tmp_path_factory) -> Iterator[LocalCluster]:
     """A real single-node KRaft cluster, started once and stopped at the end of the session."""
-    cluster = LocalCluster(
-        ClusterSettings(brokers=1, port=TEST_BROKER_PORT, state_dir=tmp_path_factory.mktemp("cluster"))
-    )
+    yield from _session_cluster(ClusterSettings(brokers=1, port=TEST_BROKER_PORT,
+                                                state_dir=tmp_path_factory.mktemp("cluster")))
+
+
+def _session_cluster(settings: ClusterSettings) -> Iterator[LocalCluster]:
+    """Start a fresh cluster, hand it over, stop it when the session ends."""
+    cluster = LocalCluster(settings)
     cluster.start(fresh=True)
     yield cluster
     cluster.stop()
@@ -50,11 +54,9 @@ def bootstrap(kafka_cluster: LocalCluster) -> str:
 @pytest.fixture(scope="session")
 def secured_cluster(tmp_path_factory) -> Iterator[LocalCluster]:
     """A real single-node KRaft cluster with a SASL_SSL (SCRAM-SHA-512) listener and StandardAuthorizer."""
-    cluster = LocalCluster(ClusterSettings(brokers=1, port=SECURED_TEST_BROKER_PORT, heap_mb=256, security="sasl-ssl",
-                                           state_dir=tmp_path_factory.mktemp("secured-cluster")))
-    cluster.start(fresh=True)
-    yield cluster
-    cluster.stop()
+    yield from _session_cluster(ClusterSettings(brokers=1, port=SECURED_TEST_BROKER_PORT, heap_mb=256,
+                                                security="sasl-ssl",
+                                                state_dir=tmp_path_factory.mktemp("secured-cluster")))
 
 
 @pytest.fixture(scope="session")

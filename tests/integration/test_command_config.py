@@ -43,3 +43,18 @@ def test_topics_commands_speak_sasl_ssl(admin_properties):
     assert described.stdout.splitlines()[0] == "Topic: cc-topic\tPartitionCount: 2"
     deleted = run_eosbench("topics", "delete", "cc-topic", *config)
     assert (deleted.returncode, deleted.stdout.strip()) == (0, "deleted topic cc-topic")
+
+
+def test_the_pre_registering_producer_commits_over_sasl_ssl(secured_cluster, secured_topic):
+    from streaming.preregister import PreRegisteringProducer
+
+    topic = secured_topic()
+    producer = PreRegisteringProducer(secured_cluster.connection.librdkafka(), f"{topic}.prereg")
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for key in (b"1", b"2", b"3"):
+        producer.produce(topic, b"value", key)
+    producer.commit_transaction(30)
+    producer.purge()
+    committed = read_index(secured_cluster.connection, topic, "read_committed", with_src=False)
+    assert sorted(committed.seq.tolist()) == [1, 2, 3]

@@ -203,6 +203,10 @@ class FakeOffsetReader:
     def __init__(self, cluster: FakeCluster, config: dict):
         self.cluster, self.config = cluster, config
 
+    def poll(self, timeout=0):
+        """No assignment, no queued error: nothing."""
+        return None
+
     def committed(self, partitions, timeout=None):
         """The group's offsets (-1001 where none), each with an error if one is queued."""
         from types import SimpleNamespace

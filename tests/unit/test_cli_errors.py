@@ -111,6 +111,8 @@ def test_broker_unreachable(command):
         (["bench", "writes", "--iterations", "1.5"], "--iterations: must be a whole number, got '1.5'"),
         (["bench", "spark", "--trigger-seconds", "-1"], "--trigger-seconds: must be at least 0, got -1"),
         (["report", "--results-dir", "no/such/results"], "no results table in no/such/results"),
+        (["acls", "--app-id", "a", "--principal", "alice", "--input-topic", "i", "--output-topic", "o"],
+         "--principal must look like User:NAME, got 'alice'"),
         (["stream", "--input-topic", "i", "--output-topic", "o", "--source-options", "startingOffsets=latest"],
          "--source-options startingOffsets: set by the job (--starting-offsets)"),
         (["stream", "--input-topic", "i", "--output-topic", "o", "--offsets-retention-minutes", "0"],

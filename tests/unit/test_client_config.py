@@ -41,6 +41,12 @@ def scram(**extra: str) -> dict[str, str]:
     return {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": JAAS, **extra}
 
 
+def scram_with_pem_stores(pki) -> dict[str, str]:
+    """SCRAM over TLS with a PEM truststore and a PEM keystore (mTLS besides)."""
+    return scram(**{"ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki["folder"] / "ca.pem"),
+                    "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki["folder"] / "keystore.pem")})
+
+
 def test_scram_with_a_pem_truststore_becomes_librdkafka_settings_with_the_ca_inline(pki):
     config = ClientConfig.from_properties(scram(**{"ssl.truststore.type": "PEM",
                                                    "ssl.truststore.location": str(pki["folder"] / "ca.pem")}))
@@ -65,10 +71,7 @@ def test_pkcs12_stores_become_pem_strings_for_librdkafka(pki):
 
 
 def test_spark_gets_kafka_prefixed_java_names_with_the_stores_inline(pki):
-    config = ClientConfig.from_properties(scram(**{"ssl.truststore.type": "PEM",
-                                                   "ssl.truststore.location": str(pki["folder"] / "ca.pem"),
-                                                   "ssl.keystore.type": "PEM",
-                                                   "ssl.keystore.location": str(pki["folder"] / "keystore.pem")}))
+    config = ClientConfig.from_properties(scram_with_pem_stores(pki))
     assert config.spark_kafka_options() == {
         "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-512",
         "kafka.sasl.jaas.config": JAAS, "kafka.ssl.truststore.type": "PEM",
@@ -77,10 +80,7 @@ def test_spark_gets_kafka_prefixed_java_names_with_the_stores_inline(pki):
 
 
 def test_kafka_python_gets_its_keywords_and_an_ssl_context_from_what_reaches_the_executor(pki):
-    config = ClientConfig.from_properties(scram(**{"ssl.truststore.type": "PEM",
-                                                   "ssl.truststore.location": str(pki["folder"] / "ca.pem"),
-                                                   "ssl.keystore.type": "PEM",
-                                                   "ssl.keystore.location": str(pki["folder"] / "keystore.pem")}))
+    config = ClientConfig.from_properties(scram_with_pem_stores(pki))
     options = kafka_python_options(config.connection("b:1").librdkafka())
     context = options.pop("ssl_context")
     assert options == {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
@@ -93,8 +93,8 @@ def test_java_tools_get_the_file_itself(tmp_path):
     path = tmp_path / "client.properties"
     path.write_text("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config="
                     'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";\n')
-    assert ClientConfig.load(path).java_tool_arguments(path) == ["--command-config", str(path)]
-    assert ClientConfig.load(None).java_tool_arguments(None) == []
+    assert ClientConfig.load(path).connection(None).tool_arguments() == ["--command-config", str(path)]
+    assert ClientConfig.load(None).connection(None).tool_arguments() == []
 
 
 def test_bootstrap_comes_from_the_flag_else_the_file_else_the_local_broker():

@@ -306,7 +306,7 @@ def _visibility_observer(settings: StreamSettings, metrics):
         return None
     from streaming.visibility import VisibilityObserver
 
-    return VisibilityObserver(settings.bootstrap_server, [settings.output_topic, settings.dead_letter],
+    return VisibilityObserver(settings.connection, [settings.output_topic, settings.dead_letter],
                               on_sample=metrics.visible if metrics else None, log=settings.visibility_log).start()
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 from confluent_kafka import Consumer, TopicPartition
 
+from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from streaming.headers import TXN_HEADER, read_txn_header
 
@@ -67,9 +68,9 @@ class VisibilitySummary:
 class VisibilityObserver:
     """Times each committed sink transaction's first visibility to a read_committed reader (module docstring)."""
 
-    def __init__(self, bootstrap: str, topics: list[str], on_sample: Callable[[str, float], None] | None = None,
-                 log: Path | None = None):
-        self.bootstrap, self.topics, self.on_sample, self.log = bootstrap, topics, on_sample, log
+    def __init__(self, bootstrap: str | Connection, topics: list[str],
+                 on_sample: Callable[[str, float], None] | None = None, log: Path | None = None):
+        self.connection, self.topics, self.on_sample, self.log = connection(bootstrap), topics, on_sample, log
         self.samples: list[float] = []
         self.left_out = 0
         self._seen: dict[str, float] = {}  # identity -> when first received, awaiting its commit time
@@ -91,9 +92,9 @@ class VisibilityObserver:
         return self
 
     def _read(self) -> None:
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "eosbench-visibility",
-                             "isolation.level": "read_committed", "enable.auto.commit": False,
-                             "fetch.wait.max.ms": FETCH_WAIT_MS}, logger=CLIENT_LOG)
+        consumer = Consumer(self.connection.librdkafka(**{
+            "group.id": "eosbench-visibility", "isolation.level": "read_committed", "enable.auto.commit": False,
+            "fetch.wait.max.ms": FETCH_WAIT_MS}), logger=CLIENT_LOG)
         try:
             assignment = []
             for topic in self.topics:

@@ -132,5 +132,5 @@ def test_the_kafka_python_sink_without_pre_registration_registers_lazily_and_com
     assert stats["register_round_trips"] == 0
     assert sorted(int(k) for k in read_all(bootstrap, sink)) == list(range(200))
     reader = Consumer({"bootstrap.servers": bootstrap, "group.id": plan.app_id, "isolation.level": "read_committed"})
-    assert read_committed_offsets(reader, source, [0]) == {0: CommittedOffset(end, "partition")}
+    assert read_committed_offsets(reader, source, [0], plan.app_id) == {0: CommittedOffset(end, "partition")}
     reader.close()

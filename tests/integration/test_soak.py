@@ -100,6 +100,16 @@ def test_short_soak_survives_five_fault_kinds(tmp_path):
     assert markdown.startswith(f"# Soak {report['run_id']}: PASSED")
 
 
+def test_short_soak_on_a_sasl_ssl_cluster_survives_the_same_five_fault_kinds(tmp_path):
+    # The soak's own cluster with a SCRAM-SHA-512 SASL_SSL listener and StandardAuthorizer: the
+    # producer, the stream (its Spark source and the sink's producers on the executors), the
+    # progress sampler and every verify connect with the admin's client.properties.
+    report = run_soak(tmp_path, "--security", "sasl-ssl", "--faults", ",".join(LOCAL_FAULTS), "--gate-records", "600",
+                      "--max-faults", str(len(LOCAL_FAULTS)), duration="5m", timeout=600)
+    assert_clean(report, tmp_path)
+    assert sorted(fault["kind"] for fault in report["faults"]) == sorted(LOCAL_FAULTS)
+
+
 @pytest.mark.heavy
 def test_three_broker_cluster_survives_coordinator_and_leader_kills(tmp_path):
     # Two kills by count, not by time: the ISR gate before each kill waits for the restarted

@@ -7,6 +7,11 @@ with `commitSync`
 and commit (TxStreamingBench; with one record per unit, exactly the seed's benchmark). As in the
 seed, each unit's latency covers the write path only (sends and the offset commit), while the
 throughput covers everything, polls included. This is the ceiling the Spark sink is held to.
+
+With `mark_transactions`, tx mode stamps each record with its transaction's `eos.txn` header
+(conf/headers.py: input partition `*`, the unit's number as the batch) and notes the wall-clock
+moment each `commit_transaction` returned, so that a visibility observer (streaming/visibility.py,
+run by the caller) can time the LSO's advance. Off, the loop pays for neither.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.failures import kafka_failure, kafka_reason
+from conf.headers import transaction_identity, txn_header
 from producers.write_bench import latency_percentiles_ms
 
 Mode = Literal["base", "tx"]
@@ -54,7 +60,8 @@ class StreamingBench:
                  records_per_transaction: int = 1, poll_timeout_s: float = 0.1,
                  consumer_config: dict[str, str] | None = None, producer_config: dict[str, str] | None = None,
                  transactional_id: str | None = None,
-                 producer_factory: Callable[[dict, str], object] | None = None, pre_register: bool = False):
+                 producer_factory: Callable[[dict, str], object] | None = None, pre_register: bool = False,
+                 mark_transactions: bool = False):
         self.mode, self.input_topic, self.output_topic = mode, input_topic, output_topic
         self.group_id, self.per_unit, self.poll_timeout_s = group_id, records_per_transaction, poll_timeout_s
         cluster = connection(bootstrap)
@@ -78,6 +85,9 @@ class StreamingBench:
         self.pre_registering = pre_register
         self.register_round_trips = 0
         self.first_send_after_begin_s: list[float] = []  # per measured or warmup transaction
+        self.marking = mark_transactions and mode == "tx"
+        self._units_begun = 0
+        self._commits: list[tuple[str, float]] = []  # (identity, wall clock when commit returned) not yet taken
         self._buffer: list = []
         self._partitions_at_end: set[int] = set()
         self._failures = 0
@@ -117,6 +127,11 @@ class StreamingBench:
         for message in records:
             ends[message.partition()] = message.offset() + 1
         offsets = [TopicPartition(self.input_topic, p, end) for p, end in sorted(ends.items())]
+        headers = None
+        if self.marking:
+            identity = transaction_identity(None, self._units_begun)
+            headers = [txn_header(identity, len(records))]
+        self._units_begun += 1
         started = time.perf_counter_ns()
         if self.mode == "tx":
             self.producer.begin_transaction()
@@ -126,13 +141,16 @@ class StreamingBench:
             self.first_send_after_begin_s.append((time.perf_counter_ns() - started) / 1e9)
         for message in records:
             if self.other_client:  # kafka-python reports a failed send at commit_transaction
-                self.producer.produce(self.output_topic, message.value(), message.key())
+                self.producer.produce(self.output_topic, message.value(), message.key(), headers=headers)
             else:
-                self.producer.produce(self.output_topic, message.value(), message.key(), on_delivery=self._on_delivery)
+                self.producer.produce(self.output_topic, message.value(), message.key(), headers=headers,
+                                      on_delivery=self._on_delivery)
         if self.mode == "tx":
             group = self.group_id if self.other_client else self.consumer.consumer_group_metadata()
             self.producer.send_offsets_to_transaction(offsets, group, 60)
             self.producer.commit_transaction(60)
+            if self.marking:
+                self._commits.append((identity.decode(), time.time()))
         else:
             self.producer.flush(60)
             self.consumer.commit(offsets=offsets, asynchronous=False)
@@ -141,6 +159,11 @@ class StreamingBench:
             raise kafka_failure(self.first_error, f"{self._failures} record(s) failed in {self.mode} mode:"
                                                   f" {kafka_reason(self.first_error)}")
         return elapsed
+
+    def take_commits(self) -> list[tuple[str, float]]:
+        """The (identity, commit-returned wall clock) of each marked transaction since the last call."""
+        commits, self._commits = self._commits, []
+        return commits
 
     def warm(self, units: int) -> None:
         """Run units that are not measured (connections, metadata, the coordinator, the JIT of the broker)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from conf.stream_settings import StreamSettings
-from streaming.headers import IN_TS_HEADER, SRC_HEADER
+from conf.headers import IN_TS_HEADER, SRC_HEADER
 from streaming.interruption import stop_kept_short
 from streaming.process import TRANSFORMS, arrow_columns, source_columns
 from streaming.stats import BatchStats

@@ -48,7 +48,7 @@ from conf.failures import (AuthorizationFailure, RunFailed, authorization_error_
 from conf.stream_settings import StreamSettings
 from streaming.checkpoint import batch_end_offsets, batch_start_offsets, pending_batch
 from streaming.interruption import stop_kept_short
-from streaming.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_header
+from conf.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_header
 from streaming.process import TRANSFORMS, SourceSlice, arrow_columns, source_columns
 from streaming.sink_group import (
     KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES,
@@ -248,7 +248,7 @@ def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: in
                    txn_headers: dict[str, tuple]) -> tuple[int, int, list[int]]:
     """Produce one slice's results; return (records out, dead-lettered, input timestamps of those out).
 
-    `txn_headers` holds, per target topic, the transaction's eos.txn header (`streaming/headers.py`),
+    `txn_headers` holds, per target topic, the transaction's eos.txn header (`conf/headers.py`),
     built once per attempt: a record costs its own two header values and nothing more.
     """
     produce, poll = producer.produce, producer.poll

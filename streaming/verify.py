@@ -18,7 +18,7 @@ records fit in a few tens of megabytes; payloads are never held. Checks:
   lower input offset is one reordered pair (an equal offset is a duplicate, counted there);
 - every committed transaction is visible whole (`torn`, Jepsen's name): the transactional sink
   stamps each record with its transaction's identity and the number of records that
-  transaction wrote to the record's topic (the eos.txn header, streaming/headers.py); read
+  transaction wrote to the record's topic (the eos.txn header, conf/headers.py); read
   read_committed, each identity must show exactly that many records in the topic, and fewer is
   a torn transaction. Records without eos.txn (the at-least-once sink's) are not judged;
 - no transaction is left hanging: last stable offset = end offset on every partition of the
@@ -56,7 +56,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.failures import authorization_failure
-from streaming.headers import SRC_HEADER, TXN_HEADER, read_txn_header
+from conf.headers import SRC_HEADER, TXN_HEADER, read_txn_header
 from streaming.sink_group import read_committed_offsets
 
 SAMPLE = 10  # ids quoted per violation in the report

@@ -7,7 +7,7 @@ broker killed or paused between the two) for long. Two clocks meet here:
 
 - the commit side: every sink transaction that wrote records reports the wall-clock time at which
   its `commit_transaction` returned, beside its identity (`BatchStats.commits`; the identity is
-  the first three fields of the records' `eos.txn`, streaming/headers.py). A
+  the first three fields of the records' `eos.txn`, conf/headers.py). A
   header cannot carry it: a header is written before the commit, the wrong moment. A commit
   whose return was lost (the retry found it landed) reports nothing: its moment is unknown;
 - the reader side: a `VisibilityObserver` in the driver reads the output and the dead-letter
@@ -36,7 +36,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
-from streaming.headers import TXN_HEADER, read_txn_header
+from conf.headers import TXN_HEADER, read_txn_header
 
 FETCH_WAIT_MS = 10
 READY_MARGIN_S = 1.0

@@ -80,6 +80,10 @@ def add_bench_parser(commands) -> None:
                            help="tx mode also runs on kafka-python with pre-registration off (tx-kafka-python) and on"
                                 " (tx-prereg: every output partition and the offsets registered right after begin),"
                                 " so on / off compares one client with itself")
+    streaming.add_argument("--observe-visibility", action="store_true",
+                           help="tx modes stamp each record with its transaction's eos.txn header, and a"
+                                " read_committed reader per tx mode times commit returned to records seen (p50/p99;"
+                                " off by default: the reader shares the loop's process)")
     streaming.add_argument("--records-per-transaction", type=positive_int, default=1,
                            help="records per unit (one transaction in tx mode; default: 1, the seed's)")
     streaming.add_argument("--warmup", type=int, default=100, help="units before measuring (default: 100)")

@@ -3,11 +3,17 @@
 Both modes read the same input (each with its own consumer group) and run interleaved in blocks,
 so drift of the machine hits both alike. The figures are the ceiling the Spark sink is compared
 against; the seed's TxStreamingBench found 40-120x for one-record transactions on Kafka 2.7.
+
+With --observe-visibility, every tx mode also gets a VisibilityObserver (streaming/visibility.py)
+on its output topic, started before the warmup so that its first second (left out) falls there;
+each block's commits are handed to it between blocks, outside the measured loop, and the report
+gives the p50/p99 from `commit_transaction` returning to the observer first seeing the records.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 import uuid
@@ -66,10 +72,19 @@ def run(bootstrap: str | Connection, args: argparse.Namespace) -> dict:
             bootstrap, input_topic, output, "base" if mode == "base" else "tx",
             group_id=args.group_id or f"eosbench-streaming-{run_id}-{mode}",
             records_per_transaction=per_unit, poll_timeout_s=args.poll_timeout / 1000, consumer_config=consumer_config,
-            producer_config=producer_config, producer_factory=factory, pre_register=mode == "tx-prereg")
+            producer_config=producer_config, producer_factory=factory, pre_register=mode == "tx-prereg",
+            mark_transactions=args.observe_visibility)
+    observers = {}
     try:
+        if args.observe_visibility:
+            from streaming.visibility import VisibilityObserver
+
+            for mode, bench in benches.items():
+                if bench.marking:
+                    observers[mode] = VisibilityObserver(bootstrap, [bench.output_topic]).start()
         for bench in benches.values():
             bench.warm(args.warmup)
+            bench.take_commits()  # the warmup's transactions are not timed
         measured = {mode: ([], 0, 0.0) for mode in modes}
         with progress_callback("streaming bench units") as progress:
             done = 0
@@ -79,18 +94,26 @@ def run(bootstrap: str | Connection, args: argparse.Namespace) -> dict:
                     latencies, records, seconds = bench.measure(size)
                     before = measured[mode]
                     measured[mode] = (before[0] + latencies, before[1] + records, before[2] + seconds)
+                    if mode in observers:
+                        observers[mode].committed(bench.take_commits())
                 done += size
                 if progress:
                     progress(done * len(modes), args.iterations * len(modes))
         outcome = {mode: StreamingBenchResult(mode, np.asarray(lat), rec, sec, benches[mode].register_round_trips)
                    for mode, (lat, rec, sec) in measured.items()}
+        # popped as stopped, so that the cleanup below stops only what a failure left reading
+        visibility = {mode: dataclasses.asdict(observers.pop(mode).stop()) for mode in list(observers)}
     finally:
+        for observer in observers.values():
+            observer.stop(wait_s=0)
         for bench in benches.values():
             bench.close()
     report = {"run_id": run_id, "bootstrap": str(bootstrap), "brokers": brokers, "input_topic": input_topic,
               "records_per_transaction": per_unit, "warmup": args.warmup, "iterations": args.iterations,
               "pre_register_partitions": args.pre_register_partitions, "producer_config": producer_config,
               "modes": {mode: r.percentiles_ms() for mode, r in outcome.items()}}
+    if visibility:
+        report["visibility"] = visibility
     if "base" in outcome and "tx" in outcome:
         base, tx = report["modes"]["base"], report["modes"]["tx"]
         report["tx_over_base"] = {"mean_latency": tx["mean"] / base["mean"], "p99_latency": tx["p99"] / base["p99"],
@@ -122,6 +145,9 @@ def _append_rows(report: dict, outcome: dict[str, StreamingBenchResult], brokers
     common = dict(run_id=report["run_id"], bench="streaming", workload=None, git_revision=results.git_revision(),
                   machine_json=json.dumps(results.machine_facts()), brokers=brokers, record_size=args.record_size,
                   abort_ratio=0.0, records_per_transaction=args.records_per_transaction)
+    def visibility_of(mode: str) -> dict:
+        return {"visibility": report["visibility"][mode]} if mode in report.get("visibility", {}) else {}
+
     rows = []
     for mode, r in outcome.items():
         p = report["modes"][mode]
@@ -136,7 +162,7 @@ def _append_rows(report: dict, outcome: dict[str, StreamingBenchResult], brokers
             overhead_ratio=(report.get("tx_over_base", {}).get("throughput_base_over_tx") if mode == "tx" else
                             1 / report["prereg_on_over_off"]["throughput"] if mode == "tx-prereg" else None),
             config_json=json.dumps(masked({k: str(v) for k, v in vars(args).items()})),
-            figures_json=json.dumps(report["modes"][mode])))
+            figures_json=json.dumps({**report["modes"][mode], **visibility_of(mode)})))
     started = time.monotonic()
     path = results.append_rows(spark_session("eosbench-results"), rows, args.results_dir)
     report["results_table"] = f"{path} ({len(rows)} rows, {time.monotonic() - started:.1f} s)"
@@ -157,4 +183,8 @@ def _print(report: dict) -> None:
               f" registration round trips per transaction; begin to first send: "
               + ", ".join(f"{mode} {ms:.2f} ms" for mode, ms in first_send.items())
               + f"; librdkafka (tx) {report['modes']['tx']['records_per_sec']:,.0f} records/s")
+    for mode, seen in report.get("visibility", {}).items():
+        print(f"visibility {mode} (commit returned to read_committed sees it), {seen['samples']:,} transactions:"
+              f" p50 {seen['p50_ms']:.1f} ms, p99 {seen['p99_ms']:.1f} ms, max {seen['max_ms']:.1f} ms;"
+              f" {seen['unseen']} never seen, {seen['left_out']} left out")
     print(f"plot: {report['plot']}\njson: {report['json']}\nresults: {report['results_table']}")

@@ -50,6 +50,25 @@ def test_streaming_bench_copies_every_record_once_in_every_mode(bootstrap, tmp_p
     assert "results:" in completed.stdout and (tmp_path / results.TABLE / "_delta_log").is_dir()
 
 
+def test_streaming_bench_times_every_measured_transaction_visible(bootstrap, tmp_path):
+    completed = run_eosbench("bench", "streaming", "--bootstrap-server", bootstrap, "--mode", "tx",
+                             "--pre-register-partitions", "--observe-visibility", "--warmup", "20", "--iterations",
+                             "40", "--records-per-transaction", "3", "--partitions", "2", "--results-dir",
+                             str(tmp_path), timeout=300)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    report = json.loads(next(tmp_path.glob("streaming-*.json")).read_text())
+    input_ids = Counter(sequence_numbers(read_all(bootstrap, report["input_topic"])))
+    # Every tx mode, on either client, stamps eos.txn; the observer pairs each measured commit with its records.
+    assert sorted(report["visibility"]) == ["tx", "tx-kafka-python", "tx-prereg"]
+    for mode, seen in report["visibility"].items():
+        output = f"{report['input_topic']}-{mode}-{report['run_id']}"
+        assert Counter(sequence_numbers(read_all(bootstrap, output))) == input_ids, mode
+        assert (seen["samples"] + seen["left_out"], seen["unseen"]) == (40, 0), (mode, seen)
+        assert seen["samples"] > 0 and 0 <= seen["p50_ms"] <= seen["p99_ms"] <= seen["max_ms"], (mode, seen)
+        assert f"visibility {mode} (commit returned to read_committed sees it), {seen['samples']:,} transactions:" \
+            in completed.stdout
+
+
 def test_smoke_sweep_writes_rows_plots_and_a_summary(bootstrap, spark, tmp_path):
     completed = run_eosbench("bench", "sweep", "--workload", "conf/workloads/smoke.yaml", "--bootstrap-server",
                              bootstrap, "--results-dir", str(tmp_path), timeout=400)

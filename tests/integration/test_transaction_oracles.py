@@ -192,7 +192,7 @@ def test_verify_catches_a_planted_torn_transaction_and_a_reordered_pair(bootstra
     import subprocess
     import sys
 
-    from streaming.headers import transaction_identity, txn_header
+    from conf.headers import transaction_identity, txn_header
     from streaming.verify import verify
 
     source, sink = new_topic(), new_topic()

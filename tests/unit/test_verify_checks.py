@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streaming.headers import read_txn_header, transaction_identity, txn_header
+from conf.headers import read_txn_header, transaction_identity, txn_header
 from streaming.verify import TopicIndex, reordered_pairs, torn_transactions
 
 A, B, C = "0:3:00000000000000a", "1:3:00000000000000b", "*:4:00000000000000c"

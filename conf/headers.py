@@ -17,6 +17,11 @@ transaction's identity and size:
 - `<records>` is how many records that transaction wrote to this record's topic (the output and
   the dead-letter topic each carry their own count), so a topic is checked all-or-nothing alone.
 
+`bench streaming`'s tx modes stamp the same `eos.txn` on their records (input partition `*`, the
+unit's number as the batch), so one parser serves the verifier and both visibility observers;
+the module lives in `conf/` because `producers/` and `streaming/` both write it and may not
+import each other.
+
 Identity and size share one header because every header costs its own copy per record: a
 fourth header made the sink's produce() about 12 % dearer in CPU, a third about 4 %.
 """

@@ -119,6 +119,8 @@ class StreamSettings(BaseModel):
     def client(self) -> str:
         """The Kafka client the transactional sink's producers use."""
         return self.sink_client or ("kafka-python" if self.pre_register_partitions else "librdkafka")
+
+    @property
     def visibility_observed(self) -> bool:
         """Whether the driver times each transaction's visibility (streaming/visibility.py)."""
         return self.observe_visibility or self.visibility_log is not None

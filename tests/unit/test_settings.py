@@ -143,3 +143,14 @@ def test_metrics_linger_defaults_to_two_scrape_intervals_of_the_shipped_promethe
     assert StreamSettings(input_topic="a", output_topic="b", metrics_port=9401).metrics_linger_s == 2 * interval
     with pytest.raises(ValidationError, match="--metrics-linger"):
         StreamSettings(input_topic="a", output_topic="b", metrics_linger=-1)
+
+
+def test_visibility_is_observed_only_when_asked_and_only_for_the_transactional_sink(tmp_path):
+    from conf.stream_settings import StreamSettings
+
+    assert not StreamSettings(input_topic="a", output_topic="b").visibility_observed
+    assert StreamSettings(input_topic="a", output_topic="b", observe_visibility=True).visibility_observed
+    assert StreamSettings(input_topic="a", output_topic="b", visibility_log=tmp_path / "v.log").visibility_observed
+    assert not StreamSettings(input_topic="a", output_topic="b", sink="kafka-alo").visibility_observed
+    with pytest.raises(ValidationError, match="--observe-visibility and --visibility-log apply to --sink kafka-eos"):
+        StreamSettings(input_topic="a", output_topic="b", sink="kafka-alo", observe_visibility=True)

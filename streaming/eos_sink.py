@@ -45,10 +45,10 @@ from conf.client_config import connection_of
 from conf.client_log import CLIENT_LOG
 from conf.failures import (AuthorizationFailure, RunFailed, authorization_error_name, authorization_failure,
                            java_authorization_failure, unauthorized_topic)
+from conf.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_header
 from conf.stream_settings import StreamSettings
 from streaming.checkpoint import batch_end_offsets, batch_start_offsets, pending_batch
 from streaming.interruption import stop_kept_short
-from conf.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_header
 from streaming.process import TRANSFORMS, SourceSlice, arrow_columns, source_columns
 from streaming.sink_group import (
     KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES,

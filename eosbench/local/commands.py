@@ -202,6 +202,43 @@ def cmd_setup(_args: argparse.Namespace) -> int:
     return 0
 
 
+def add_package_parser(commands) -> None:
+    """`eosbench package`: the executors' Python environment and the spark-submit line that ships it."""
+    from conf.settings import SparkClusterSettings
+
+    package = commands.add_parser(
+        "package", help="pack the executors' Python environment and print the spark-submit line that ships it",
+        description="Pack the job's dependencies and eosbench's code into a relocatable venv archive (venv-pack;"
+                    " cached by digest) and print, on stdout, the spark-submit line that runs the job with it:"
+                    " eosbench package --master URL -- --input-topic in --output-topic out ...")
+    package.add_argument("--master", default=SparkClusterSettings().master_url,
+                         help="the Spark master the line submits to (default: %(default)s, `eosbench cluster start`'s)")
+    package.add_argument("--conf", action="append", default=[], metavar="K=V",
+                         help="a Spark setting for the line, as spark-submit's --conf; repeat for more")
+    package.add_argument("job_arguments", nargs="*", metavar="JOB-ARGUMENT",
+                         help="the streaming job's arguments, after `--` (the flags of `eosbench stream`)")
+
+
+def cmd_package(args: argparse.Namespace) -> int:
+    """Handle `eosbench package`: build or reuse the archive, print the spark-submit line."""
+    import shlex
+
+    from conf.settings import parse_kv_pairs
+    from eosbench.console.arguments import OneLineArgumentParser
+    from eosbench.local.executor_env import executor_environment, spark_submit_command
+    from streaming.job import add_stream_arguments
+
+    job_parser = OneLineArgumentParser(prog="eosbench package: streaming/job.py")
+    add_stream_arguments(job_parser)
+    job_parser.parse_args(args.job_arguments)  # bad job arguments fail here, not on the cluster
+    environment = executor_environment(echo=lambda line: print(line, file=sys.stderr))
+    origin = "cached" if environment.built_s is None else f"built in {environment.built_s:.1f} s"
+    print(f"eosbench: executors' environment {environment.archive}"
+          f" ({environment.archive.stat().st_size / 1e6:.0f} MB, {origin})", file=sys.stderr)
+    print(shlex.join(spark_submit_command(environment, args.master, args.job_arguments, parse_kv_pairs(args.conf))))
+    return 0
+
+
 def add_prometheus_parser(commands) -> None:
     """`eosbench prometheus start|stop|status`."""
     prometheus = commands.add_parser("prometheus", help="the local Prometheus server that demo --monitor starts")

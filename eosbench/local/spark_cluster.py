@@ -57,9 +57,16 @@ class StandaloneCluster:
         return cls(SparkClusterSettings(state_dir=state_dir))
 
     def _env(self) -> dict[str, str]:
-        return {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
-                "SPARK_DAEMON_MEMORY": "256m", "SPARK_LOG_DIR": str(self.settings.state_dir / "logs"),
-                "PYSPARK_PYTHON": sys.executable}
+        # Nothing of the submitting machine's Python: an application names its executors' Python
+        # (spark.pyspark.python, or the driver's PYSPARK_PYTHON), and a PYTHONPATH, a venv or the
+        # venv's bin/ on PATH inherited here would reach every Python worker and hide what the
+        # application shipped.
+        inherited = {name: value for name, value in os.environ.items()
+                     if name not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH", "VIRTUAL_ENV")}
+        path = os.pathsep.join(entry for entry in os.environ.get("PATH", "").split(os.pathsep)
+                               if not entry.startswith(sys.prefix))
+        return {**inherited, "PATH": path, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
+                "SPARK_DAEMON_MEMORY": "256m", "SPARK_LOG_DIR": str(self.settings.state_dir / "logs")}
 
     def _pid_file(self, name: str) -> Path:
         return self.settings.state_dir / f"{name}.pid"
@@ -103,7 +110,7 @@ class StandaloneCluster:
             with open(self.settings.state_dir / f"{name}.log", "ab") as log:
                 process = subprocess.Popen([str(spark_home() / "bin" / "spark-class"), *arguments],
                                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                           env=self._env(), start_new_session=True)
+                                           env=self._env(), cwd=self.settings.state_dir, start_new_session=True)
             stat = proc_stat(process.pid)
             self._pid_file(name).write_text(f"{process.pid} {stat[1] if stat else 0}\n")
             if name == "master":

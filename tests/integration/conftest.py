@@ -14,13 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from conf.settings import ClusterSettings
+from conf.settings import ClusterSettings, SparkClusterSettings
 from eosbench.local.broker import LocalCluster
+from eosbench.local.executor_env import ExecutorEnvironment, executor_environment
 from eosbench.local.kafka_admin import create_topic
 from eosbench.local.spark import spark_session
+from eosbench.local.spark_cluster import StandaloneCluster
 
 TEST_BROKER_PORT = 19092
 SECURED_TEST_BROKER_PORT = 19492
+# The soak's own standalone cluster (test_soak.py) uses 17077/18080: a worker fault there must
+# not touch this one.
+STANDALONE_MASTER_PORT, STANDALONE_UI_PORT = 17177, 18180
 
 
 def pytest_collection_modifyitems(items):
@@ -101,3 +106,20 @@ def new_topic(bootstrap: str) -> Callable[..., str]:
         return name
 
     return create
+
+
+@pytest.fixture(scope="session")
+def spark_standalone(tmp_path_factory) -> Iterator[StandaloneCluster]:
+    """A Spark standalone master and two workers on loopback, started once; its workers inherit no project Python."""
+    cluster = StandaloneCluster(SparkClusterSettings(master_port=STANDALONE_MASTER_PORT,
+                                                     master_ui_port=STANDALONE_UI_PORT,
+                                                     state_dir=tmp_path_factory.mktemp("spark-standalone")))
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def packed_environment() -> ExecutorEnvironment:
+    """The executors' Python environment of the code under test (`eosbench package`), built at most once."""
+    return executor_environment()

@@ -92,6 +92,10 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--visibility-log", type=Path, metavar="FILE",
                         help=f"measure {visibility}, one line per transaction in FILE (default: none)")
     parser.add_argument("--timeout-s", type=float, help="stop an interval-triggered query after this many seconds (default: run until stopped)")
+    parser.add_argument("--report-python", action="store_true",
+                        help="after the query, run one task per core and add to the summary the driver's and each"
+                             " task's Python and the files of the `streaming` and `pyspark` it imports (shows what"
+                             " a cluster's executors run; default: off)")
 
 
 def settings_from_args(args: argparse.Namespace) -> StreamSettings:
@@ -161,6 +165,7 @@ class StreamSummary:
     register_round_trips: int = 0
     first_send_after_begin_s: float = 0.0
     visibility: dict | None = None  # with --observe-visibility: streaming/visibility.py's VisibilitySummary
+    python: dict | None = None  # with --report-python: python_locations()
     _latency: object = None
 
     def add(self, batch: BatchStats) -> None:
@@ -390,6 +395,20 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     return summary
 
 
+def _where_this_python_is(_rows=()):
+    import pyspark
+    import streaming
+
+    yield {"executable": sys.executable, "streaming": streaming.__file__, "pyspark": pyspark.__file__}
+
+
+def python_locations(spark) -> dict:
+    """The driver's and each task's interpreter and `streaming`/`pyspark` files, one task per core."""
+    tasks = spark.sparkContext.defaultParallelism
+    return {"driver": next(_where_this_python_is()),
+            "tasks": spark.sparkContext.parallelize(range(tasks), tasks).mapPartitions(_where_this_python_is).collect()}
+
+
 def main(argv: list[str] | None = None) -> int:
     """spark-submit entry point."""
     from streaming.session import build_spark_session
@@ -408,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
     except AuthorizationFailure as exc:  # a missing ACL: the CLI contract's exit 3, the environment
         parser.exit(3, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
+    if args.report_python:
+        summary.python = python_locations(spark)
     print(summary.to_json())
     linger_for_final_scrape(settings.metrics_linger_s, metrics_url(settings.metrics_host, settings.metrics_port,
                                                                settings.metrics_tls))

@@ -20,6 +20,7 @@ Python worker (and of a spark-submit driver), from the distribution that runs th
 from __future__ import annotations
 
 import base64
+import compileall
 import contextlib
 import fcntl
 import hashlib
@@ -27,7 +28,6 @@ import importlib.metadata
 import os
 import shutil
 import sys
-import tarfile
 import tempfile
 import time
 import venv
@@ -87,6 +87,11 @@ class ExecutorEnvironment:
 def ships_environment(master: str | None) -> bool:
     """Whether a master's executors need the archive: on a cluster they share no Python with the driver."""
     return bool(master) and master.startswith("spark://")
+
+
+def executor_conf(environment: ExecutorEnvironment) -> dict[str, str]:
+    """The Spark settings that ship the archive and run the executors' Python from it."""
+    return {"spark.archives": environment.archives_entry, "spark.pyspark.python": EXECUTOR_PYTHON}
 
 
 def spark_submit_command(environment: ExecutorEnvironment, master: str, job_arguments: list[str],
@@ -207,16 +212,18 @@ def _build_into(target: Path, distributions: list[importlib.metadata.Distributio
         for distribution in distributions:
             _copy_distribution(distribution, site_packages)
         _install_project(root, site_packages)
+        for package in PROJECT_PACKAGES:  # as pip would: executors then import without compiling
+            compileall.compile_dir(site_packages / package, quiet=1)
         packed = Path(work) / ARCHIVE_NAME
         # venv-pack draws its bar on stdout; stdout is kept for the spark-submit line.
         with contextlib.redirect_stdout(sys.stderr):
             venv_pack.Env(str(staging)).pack(str(packed), verbose=sys.stderr.isatty(),
                                              compress_level=_COMPRESS_LEVEL)
+        # The staging venv holds the very files packed; it stays as the client-mode driver's copy.
         staged = Path(work) / "done"
         staged.mkdir()
         packed.rename(staged / ARCHIVE_NAME)
-        with tarfile.open(staged / ARCHIVE_NAME) as archive:
-            archive.extractall(staged / ARCHIVE_ALIAS, filter="tar")
+        staging.rename(staged / ARCHIVE_ALIAS)
         (staged / _COMPLETE_MARKER).write_text("\n".join(f"{d.metadata['Name']}=={d.version}" for d in distributions))
         staged.rename(target)
 

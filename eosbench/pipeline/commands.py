@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -109,13 +110,15 @@ def add_stream_parser(commands) -> None:
 
     stream = commands.add_parser("stream", help="the exactly-once Structured Streaming job, local master and cached jars")
     add_stream_arguments(stream)
-    stream.add_argument("--master", help="Spark master (default: local[2,4])")
+    stream.add_argument("--master", help="Spark master (default: local[2,4]); with spark://… the executors run the"
+                                         " environment `eosbench package` packs")
     stream.add_argument("--conf", action="append", default=[], metavar="K=V",
                         help="a Spark setting, as spark-submit's --conf; repeat for more")
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
     """Handle `eosbench stream`: the streaming job with cached jars on a local master."""
+    from eosbench.local.executor_env import executor_conf, executor_environment, ships_environment
     from eosbench.local.kafka_admin import cluster_metadata, create_topic, describe_topic
     from eosbench.local.spark import spark_session
     from streaming import job
@@ -127,8 +130,16 @@ def cmd_stream(args: argparse.Namespace) -> int:
     metadata = cluster_metadata(settings.connection)
     if settings.sink != "delta" and settings.dead_letter not in metadata.topics:
         create_topic(settings.connection, settings.dead_letter, 1, min(3, len(metadata.brokers)))
+    if ships_environment(args.master):
+        # The executors of a cluster run the packed environment, as under `eosbench package`'s line.
+        # PySpark names the executors' Python from the driver's PYSPARK_PYTHON alone.
+        environment = executor_environment(echo=lambda line: print(line, file=sys.stderr))
+        spark_conf = {**executor_conf(environment), **spark_conf}
+        os.environ["PYSPARK_PYTHON"] = spark_conf["spark.pyspark.python"]
     spark = spark_session(f"eosbench-stream-{settings.app_id}", master=args.master, conf=spark_conf)
     summary = job.run(spark, settings)
+    if args.report_python:
+        summary.python = job.python_locations(spark)
     print(summary.to_json())
     linger_for_final_scrape(settings.metrics_linger_s, metrics_url(settings.metrics_host, settings.metrics_port,
                                                                settings.metrics_tls))

@@ -2,8 +2,8 @@
 
 The test broker listens on 19092 (controller 19192, JMX exporter 19292) with its state in a
 pytest temp folder, so a user's own `eosbench broker start` on 9092 is left alone. The secured
-broker (SASL_SSL, SCRAM-SHA-512, ACLs) listens on 19492 (19592, 19692) and starts only when a
-test asks for it.
+broker (SASL_SSL, SCRAM-SHA-512, ACLs) listens on 19492 (19592, 19692), and the Spark standalone
+cluster on 17177 (UI 18180); each starts only when a test asks for it.
 """
 
 from __future__ import annotations
@@ -110,8 +110,9 @@ def new_topic(bootstrap: str) -> Callable[..., str]:
 
 @pytest.fixture(scope="session")
 def spark_standalone(tmp_path_factory) -> Iterator[StandaloneCluster]:
-    """A Spark standalone master and two workers on loopback, started once; its workers inherit no project Python."""
-    cluster = StandaloneCluster(SparkClusterSettings(master_port=STANDALONE_MASTER_PORT,
+    """A Spark standalone master and one two-core worker on loopback, started once; the worker inherits no
+    project Python (StandaloneCluster starts it without PYSPARK_PYTHON, PYTHONPATH or the venv on PATH)."""
+    cluster = StandaloneCluster(SparkClusterSettings(workers=1, worker_cores=2, master_port=STANDALONE_MASTER_PORT,
                                                      master_ui_port=STANDALONE_UI_PORT,
                                                      state_dir=tmp_path_factory.mktemp("spark-standalone")))
     cluster.start()

@@ -226,6 +226,7 @@ def cmd_package(args: argparse.Namespace) -> int:
     from conf.settings import parse_kv_pairs
     from eosbench.console.arguments import OneLineArgumentParser
     from eosbench.local.executor_env import executor_environment, spark_submit_command
+    from eosbench.local.jars import resolve_bundle
     from streaming.job import add_stream_arguments
 
     job_parser = OneLineArgumentParser(prog="eosbench package: streaming/job.py")
@@ -235,7 +236,9 @@ def cmd_package(args: argparse.Namespace) -> int:
     origin = "cached" if environment.built_s is None else f"built in {environment.built_s:.1f} s"
     print(f"eosbench: executors' environment {environment.archive}"
           f" ({environment.archive.stat().st_size / 1e6:.0f} MB, {origin})", file=sys.stderr)
-    print(shlex.join(spark_submit_command(environment, args.master, args.job_arguments, parse_kv_pairs(args.conf))))
+    command = spark_submit_command(environment, args.master, resolve_bundle("spark"), args.job_arguments,
+                                   parse_kv_pairs(args.conf))
+    print(shlex.join(command))
     return 0
 
 

@@ -94,10 +94,9 @@ def executor_conf(environment: ExecutorEnvironment) -> dict[str, str]:
     return {"spark.archives": environment.archives_entry, "spark.pyspark.python": EXECUTOR_PYTHON}
 
 
-def spark_submit_command(environment: ExecutorEnvironment, master: str, job_arguments: list[str],
+def spark_submit_command(environment: ExecutorEnvironment, master: str, jars: list[Path], job_arguments: list[str],
                          conf: dict[str, str] | None = None) -> list[str]:
-    """The spark-submit command that runs the job on `master` with the packed environment, the cached jars and `conf`."""
-    from eosbench.local.jars import resolve_bundle
+    """The spark-submit command that runs the job on `master` with the packed environment, `jars` and `conf`."""
     from eosbench.local.spark_cluster import spark_home
 
     return [str(spark_home() / "bin" / "spark-submit"), "--master", master,
@@ -105,7 +104,7 @@ def spark_submit_command(environment: ExecutorEnvironment, master: str, job_argu
             "--conf", f"spark.pyspark.python={EXECUTOR_PYTHON}",
             "--conf", f"spark.pyspark.driver.python={environment.driver_python}",
             *[part for key, value in (conf or {}).items() for part in ("--conf", f"{key}={value}")],
-            "--jars", ",".join(str(jar) for jar in resolve_bundle("spark")),
+            "--jars", ",".join(str(jar) for jar in jars),
             str(environment.job_file), *job_arguments]
 
 
@@ -222,6 +221,7 @@ def _build_into(target: Path, distributions: list[importlib.metadata.Distributio
         # The staging venv holds the very files packed; it stays as the client-mode driver's copy.
         staged = Path(work) / "done"
         staged.mkdir()
+        packed.chmod(0o644)  # venv-pack writes it through mkstemp, readable by its owner alone
         packed.rename(staged / ARCHIVE_NAME)
         staging.rename(staged / ARCHIVE_ALIAS)
         (staged / _COMPLETE_MARKER).write_text("\n".join(f"{d.metadata['Name']}=={d.version}" for d in distributions))

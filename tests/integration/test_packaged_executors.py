@@ -15,6 +15,8 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from eosbench.local.kafka_admin import create_topic
 from eosbench.local.spark_cluster import StandaloneCluster, spark_home
 from streaming.verify import verify
@@ -45,6 +47,7 @@ def where_unpacked(environment: Path) -> dict[str, str]:
             "pyspark": str(spark_home() / "python" / "lib" / "pyspark.zip" / "pyspark" / "__init__.py")}
 
 
+@pytest.mark.heavy
 def test_the_printed_line_runs_the_job_exactly_once_with_executors_on_the_archive_alone(
         spark_standalone, packed_environment, bootstrap, new_topic, tmp_path):
     source, sink = new_topic(partitions=2, prefix="pkg-in"), new_topic(partitions=2, prefix="pkg-out")

@@ -8,7 +8,8 @@ Runs directly under spark-submit (the jars come from its command line; README.md
 `eosbench stream` runs the same job with the cached jars and a local master. The job assumes
 that the driver's Python can import this repository's packages: spark-submit starts the driver
 with PYSPARK_PYTHON (else `python3` from PATH), and streaming/session.py hands the driver's
-interpreter on to the Python workers.
+interpreter on to the Python workers. On a cluster, `eosbench package` prints the line that
+ships the job's own Python environment to the executors instead (README.md, 'On a Spark cluster').
 """
 
 from __future__ import annotations

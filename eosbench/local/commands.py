@@ -232,7 +232,7 @@ def cmd_package(args: argparse.Namespace) -> int:
     job_parser = OneLineArgumentParser(prog="eosbench package: streaming/job.py")
     add_stream_arguments(job_parser)
     job_parser.parse_args(args.job_arguments)  # bad job arguments fail here, not on the cluster
-    environment = executor_environment(echo=lambda line: print(line, file=sys.stderr))
+    environment = executor_environment()
     origin = "cached" if environment.built_s is None else f"built in {environment.built_s:.1f} s"
     print(f"eosbench: executors' environment {environment.archive}"
           f" ({environment.archive.stat().st_size / 1e6:.0f} MB, {origin})", file=sys.stderr)

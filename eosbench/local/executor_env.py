@@ -5,8 +5,8 @@ PEX. This kind of machine has no conda; a PEX carries no interpreter either and 
 file that then runs as one; venv-pack packs a plain venv, which is what the project already is.
 So the archive is a venv packed by venv-pack: the job's runtime dependencies, copied file for
 file from the running interpreter's environment (the pinned versions, no network needed), and
-eosbench itself installed from a wheel, not editable, so that executors import `streaming` from
-the archive and never from a source tree. One archive, one digest: the code is inside the
+eosbench itself installed as a regular distribution, not editable, so that executors import
+`streaming` from the archive and never from a source tree. One archive, one digest: the code is inside the
 environment rather than in a `--py-files` zip, so a driver in cluster mode and the executors get
 the same code from the same `--archives` entry, and a change to either reaches both.
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import compileall
 import contextlib
-import fcntl
 import hashlib
 import importlib.metadata
 import os
@@ -36,6 +35,7 @@ from pathlib import Path
 
 from conf.settings import eosbench_home
 from eosbench.console.errors import EnvironmentProblem
+from eosbench.local.jars import cache_lock
 
 # What the job imports on its driver and executors: the sink, its Kafka clients, the Arrow
 # transforms (PySpark's mapInArrow also insists on pandas), the settings and the driver's
@@ -171,18 +171,7 @@ def environment_digest(distributions: list[importlib.metadata.Distribution], roo
     return digest.hexdigest()[:16]
 
 
-@contextlib.contextmanager
-def _cache_lock():
-    environment_cache_dir().mkdir(parents=True, exist_ok=True)
-    with open(environment_cache_dir() / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def executor_environment(echo=print) -> ExecutorEnvironment:
+def executor_environment() -> ExecutorEnvironment:
     """The archive for the current code and pinned dependencies: from the cache, else built (once)."""
     distributions = requirement_closure()
     root = project_root()
@@ -190,11 +179,12 @@ def executor_environment(echo=print) -> ExecutorEnvironment:
     cached = ExecutorEnvironment(target / ARCHIVE_NAME, target / ARCHIVE_ALIAS, None)
     if (target / _COMPLETE_MARKER).exists():
         return cached
-    with _cache_lock():
+    with cache_lock(environment_cache_dir()):
         if (target / _COMPLETE_MARKER).exists():
             return cached
         started = time.monotonic()
-        echo(f"eosbench: packing the executors' Python environment into {cached.archive} (once per code change)")
+        print(f"eosbench: packing the executors' Python environment into {cached.archive} (once per code change)",
+              file=sys.stderr)
         _build_into(target, distributions, root)
         return ExecutorEnvironment(cached.archive, cached.unpacked, time.monotonic() - started)
 

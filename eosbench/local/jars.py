@@ -113,9 +113,10 @@ def _first_maven_error(output: str) -> str:
 
 
 @contextmanager
-def _cache_lock():
-    jar_cache_dir().mkdir(parents=True, exist_ok=True)
-    with open(jar_cache_dir() / ".lock", "w") as lock:
+def cache_lock(folder: Path):
+    """Hold an exclusive lock on a cache folder, so that concurrent commands fill it once."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -131,7 +132,7 @@ def resolve_bundle(name: str) -> list[Path]:
     bundle = bundles[name]
     target = bundle_dir(bundle)
     if not (target / _COMPLETE_MARKER).exists():
-        with _cache_lock():
+        with cache_lock(jar_cache_dir()):
             if not (target / _COMPLETE_MARKER).exists():
                 _resolve_into(bundle, target)
     return sorted(target.glob("*.jar"))

@@ -133,7 +133,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
     if ships_environment(args.master):
         # The executors of a cluster run the packed environment, as under `eosbench package`'s line.
         # PySpark names the executors' Python from the driver's PYSPARK_PYTHON alone.
-        environment = executor_environment(echo=lambda line: print(line, file=sys.stderr))
+        environment = executor_environment()
         spark_conf = {**executor_conf(environment), **spark_conf}
         os.environ["PYSPARK_PYTHON"] = spark_conf["spark.pyspark.python"]
     spark = spark_session(f"eosbench-stream-{settings.app_id}", master=args.master, conf=spark_conf)

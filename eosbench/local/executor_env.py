@@ -50,6 +50,8 @@ ARCHIVE_NAME = "eosbench-environment.tar.gz"
 ARCHIVE_ALIAS = "environment"
 EXECUTOR_PYTHON = f"./{ARCHIVE_ALIAS}/bin/python"
 _COMPLETE_MARKER = ".complete"
+# Older builds stay for jobs that may still be submitting them (another checkout, a running soak).
+KEPT_BUILDS = 3
 # gzip level 1: the archive is built on every change of the code, and level 1 packs several
 # times faster than venv-pack's default 4 for a few percent more bytes.
 _COMPRESS_LEVEL = 1
@@ -186,7 +188,16 @@ def executor_environment() -> ExecutorEnvironment:
         print(f"eosbench: packing the executors' Python environment into {cached.archive} (once per code change)",
               file=sys.stderr)
         _build_into(target, distributions, root)
+        _drop_older_builds(keep=KEPT_BUILDS)
         return ExecutorEnvironment(cached.archive, cached.unpacked, time.monotonic() - started)
+
+
+def _drop_older_builds(keep: int) -> None:
+    """Remove all but the `keep` newest builds: each change of code makes one of about 120 MB."""
+    builds = sorted((folder for folder in environment_cache_dir().iterdir() if (folder / _COMPLETE_MARKER).exists()),
+                    key=lambda folder: (folder / _COMPLETE_MARKER).stat().st_mtime, reverse=True)
+    for folder in builds[keep:]:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _build_into(target: Path, distributions: list[importlib.metadata.Distribution], root: Path) -> None:

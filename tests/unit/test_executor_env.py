@@ -59,3 +59,20 @@ def test_package_refuses_bad_job_arguments_before_packing():
     completed = run_eosbench("package", "--", "--input-topic", "in")
     assert_one_line_error(completed, EXIT_BAD_INPUT, "eosbench package: streaming/job.py: error:",
                           "the following arguments are required: --output-topic")
+
+
+def test_a_new_build_keeps_the_three_newest_and_leaves_builds_in_progress(tmp_path, monkeypatch):
+    import os
+
+    from eosbench.local import executor_env
+
+    monkeypatch.setenv("EOSBENCH_HOME", str(tmp_path))
+    cache = executor_env.environment_cache_dir()
+    for age, name in enumerate(["d4", "d3", "d2", "d1"]):  # d4 newest
+        (cache / name).mkdir(parents=True)
+        marker = cache / name / ".complete"
+        marker.write_text("")
+        os.utime(marker, (1_000_000 - age, 1_000_000 - age))
+    (cache / "build-in-progress").mkdir()
+    executor_env._drop_older_builds(keep=executor_env.KEPT_BUILDS)
+    assert sorted(folder.name for folder in cache.iterdir()) == ["build-in-progress", "d2", "d3", "d4"]

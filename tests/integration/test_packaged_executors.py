@@ -56,6 +56,7 @@ def test_the_printed_line_runs_the_job_exactly_once_with_executors_on_the_archiv
     line = printed_line(spark_standalone, "--input-topic", source, "--output-topic", sink, "--app-id", sink,
                         "--bootstrap-server", bootstrap, "--checkpoint", str(tmp_path / "checkpoint"),
                         "--report-python")
+    print(line)  # the exact line, for the log of a run
     completed = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=fresh_shell_environment(),
                                capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]

@@ -117,7 +117,7 @@ def add_stream_parser(commands) -> None:
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
-    """Handle `eosbench stream`: the streaming job with cached jars on a local master."""
+    """Handle `eosbench stream`: the streaming job with cached jars, on a local master or a cluster's."""
     from eosbench.local.executor_env import executor_conf, executor_environment, ships_environment
     from eosbench.local.kafka_admin import cluster_metadata, create_topic, describe_topic
     from eosbench.local.spark import spark_session

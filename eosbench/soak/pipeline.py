@@ -5,7 +5,9 @@ or standalone master); each runs in its own session, so that a fault kills exact
 its descendants, and is restarted whenever it dies. With `--pipeline java-copier` Kafka's own
 TransactionalMessageCopier takes the stream's place, one supervised child per input partition
 (`copier-<partition>`), as in Kafka's transactions system test: its group is the app id and its
-transactional ids are `<app id>.<input topic>.<partition>`, as the sink's.
+transactional ids are `<app id>.<input topic>.<partition>`, as the sink's. A copier copies up to
+its partition's end offset as of its launch and then exits 0 (it has no endless mode), so a copier
+that ended so is relaunched at once, resuming from its group's offset, and is no restart.
 """
 
 from __future__ import annotations
@@ -114,7 +116,8 @@ class Pipeline:
         happens, while the child's exit code and log are still those of the launch that died.
         """
         for child in self._dead():
-            if child.starts:
+            caught_up = child in self.copiers and child.exit_code() == 0
+            if child.starts and not caught_up:
                 self._crash_loop_guard(child, processed)
                 on_restart(child)
             self.start(child)

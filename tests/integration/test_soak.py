@@ -119,6 +119,9 @@ def test_short_soak_on_a_sasl_ssl_cluster_survives_the_same_five_fault_kinds(tmp
     assert sorted(fault["kind"] for fault in report["faults"]) == sorted(LOCAL_FAULTS)
 
 
+@pytest.mark.xfail(reason="the copier commits no offset past a tail of aborted input and its marker (it has no"
+                          " record there to copy), so the group ends below the input's end offsets and the drain"
+                          " check and the final verify's group-offset check fail; see docs/soak.md", strict=False)
 def test_kafkas_copier_survives_a_copier_kill_and_a_producer_restart(tmp_path):
     # The reference pipeline of Kafka's transactions system test, one copier per input partition,
     # under the faults that apply to it; its output meets the input by key (no eos headers).

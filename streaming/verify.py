@@ -21,6 +21,13 @@ records fit in a few tens of megabytes; payloads are never held. Checks:
   transaction wrote to the record's topic (the eos.txn header, conf/headers.py); read
   read_committed, each identity must show exactly that many records in the topic, and fewer is
   a torn transaction. Records without eos.txn (the at-least-once sink's) are not judged;
+- `match_by="key"` judges a pipeline whose output carries no eos headers (Kafka's own
+  TransactionalMessageCopier, which the soak runs as `--pipeline java-copier`): each delivered
+  record's source is the input record holding its key (keys are the producer's run-unique
+  sequence numbers; a committed record is preferred, else an aborted one, which is an aborted
+  read), and every check above then runs on those sources except `torn`, which needs eos.txn
+  (no record carries it, so no transaction is judged: transactions_checked stays 0). A live verify
+  finds sources among the committed input only, so an aborted read is judged by the final verify;
 - no transaction is left hanging: last stable offset = end offset on every partition of the
   input, the output and the dead-letter topic;
 - the sink group's committed offsets equal the input's end offsets (when --app-id is given).
@@ -241,6 +248,7 @@ class VerifyReport:
     reordered: int = 0  # adjacent pairs of one input partition, in one output partition, whose input offset falls
     transactions_checked: int = 0  # committed sink transactions judged all-or-nothing (by eos.txn)
     torn: int = 0  # of those, transactions with fewer records visible in a topic than their eos.txn declares
+    match_by: str = "source"  # how output meets input: eos.src headers, or "key" for a pipeline without them
     hanging_partitions: list[str] = field(default_factory=list)
     group_offset_mismatches: list[str] = field(default_factory=list)
     samples: dict[str, list] = field(default_factory=dict)  # record ids; transaction identities for torn
@@ -279,6 +287,23 @@ def reordered_pairs(topic: TopicIndex) -> np.ndarray:
     return topic.seq[order][falls]
 
 
+def sources_by_key(delivered: TopicIndex, inputs: list[TopicIndex]) -> TopicIndex:
+    """The delivered records with eos.src filled from the first input index that holds each one's key (-1 where none)."""
+    src_partition = np.full(delivered.seq.size, -1, dtype=np.int64)
+    src_offset = np.full(delivered.seq.size, -1, dtype=np.int64)
+    for source in inputs:
+        if source.seq.size == 0:
+            continue
+        order = np.argsort(source.seq, kind="stable")
+        keys = source.seq[order]
+        at = np.minimum(np.searchsorted(keys, delivered.seq), keys.size - 1)
+        found = (src_offset < 0) & (keys[at] == delivered.seq)
+        src_partition[found] = source.partition[order][at[found]]
+        src_offset[found] = source.offset[order][at[found]]
+    return TopicIndex(delivered.seq, delivered.partition, delivered.offset, src_partition, src_offset,
+                      delivered.txn, delivered.txn_records, delivered.end_offsets, delivered.txn_names)
+
+
 def torn_transactions(topic: TopicIndex, settled: np.ndarray) -> tuple[int, list[str]]:
     """(transactions judged, identities of the torn ones) in one topic read read_committed.
 
@@ -296,12 +321,15 @@ def torn_transactions(topic: TopicIndex, settled: np.ndarray) -> tuple[int, list
 
 def verify(bootstrap: str | Connection, input_topic: str, output_topic: str, app_id: str | None = None,
            dead_letter_topic: str | None = None, topic_exists=None, live: bool = False,
-           indexes: IncrementalIndexes | None = None, stable_timeout_s: float = 90.0) -> VerifyReport:
+           indexes: IncrementalIndexes | None = None, stable_timeout_s: float = 90.0,
+           match_by: str = "source") -> VerifyReport:
     """Run every check and return the report (live: judge the stable prefix of a running pipeline)."""
     if indexes is not None and not live:
         raise ValueError("only a live verify reads incrementally; the final verify reads every topic whole")
+    if match_by not in ("source", "key"):
+        raise ValueError(f"match_by must be 'source' or 'key', not {match_by!r}")
     read = indexes.read if indexes is not None else read_index
-    report = VerifyReport(input_topic, output_topic)
+    report = VerifyReport(input_topic, output_topic, match_by=match_by)
     with_dead_letter = bool(dead_letter_topic) and (topic_exists is None or topic_exists(dead_letter_topic))
     outputs = [output_topic] + ([dead_letter_topic] if with_dead_letter else [])
     cutoff = stable = None
@@ -328,6 +356,10 @@ def verify(bootstrap: str | Connection, input_topic: str, output_topic: str, app
     report.output_aborted_hidden = int(out_all.seq.size - out.seq.size) if out_all is not None else 0
     report.dead_lettered = int(dead.seq.size) if dead is not None else 0
 
+    if match_by == "key":
+        inputs = [committed_in] + ([all_in] if all_in is not None else [])
+        out = sources_by_key(out, inputs)
+        dead = sources_by_key(dead, inputs) if dead is not None else None
     delivered = TopicIndex.concatenated(out, dead) if dead is not None else out
     expected = committed_in.below(cutoff) if cutoff is not None else committed_in
     # In a live run a delivered record is judged only once its source is below the stable offsets read.

@@ -48,7 +48,7 @@ from eosbench.bench.commands import PROTOCOL_ENGINES
 from eosbench.console.errors import CheckFailed, EnvironmentProblem
 from eosbench.console.plots import lines_png
 from eosbench.console.progress import progress_callback
-from eosbench.local.jars import kafka_tools_command
+from eosbench.local.jars import kafka_tools_command, transactional_copier_command
 from eosbench.local.kafka_admin import cluster_metadata, create_topic
 from producers.perf import ProducerPerformance
 from producers.streaming_bench import StreamingBench
@@ -225,9 +225,7 @@ def copier_arm(engine: str, size: int, level: int, points: list[tuple[float, int
 def _java_arm(bootstrap: str, engine: str, input_topic: str, output: str, size: int, committed: int,
               group: str, level: int) -> Arm:
     """Kafka's TransactionalMessageCopier on partition 0, stopped once it has copied every committed record."""
-    command = [*kafka_tools_command("TransactionalMessageCopier", heap_mb=256), "--input-topic", input_topic,
-               "--input-partition", "0", "--output-topic", output, "--broker-list", bootstrap,
-               "--consumer-group", group, "--transaction-size", str(size), "--transactional-id", f"{group}.copier"]
+    command = transactional_copier_command(bootstrap, input_topic, 0, output, group, f"{group}.copier", size)
     copier = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     watchdog = threading.Timer(COPIER_TIMEOUT_S, copier.kill)
     watchdog.start()

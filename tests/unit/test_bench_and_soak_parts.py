@@ -216,7 +216,7 @@ def test_the_soaks_drain_check_reads_a_cluster_error_as_not_drained_and_keeps_it
     def hanging(*_args, **_kwargs):
         raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed to get committed offsets: Local: Timed out"))
 
-    pipeline = SimpleNamespace(bootstrap="127.0.0.1:1", input_topic="in", app_id="app")
+    pipeline = SimpleNamespace(bootstrap="127.0.0.1:1", input_topic="in", app_id="app", copiers=[])
     monkeypatch.setattr(live_verify, "stable_and_end_offsets", lambda *_: {0: (10, 10), 1: (0, 0)})
     monkeypatch.setattr(live_verify, "group_offsets", hanging)
     verifier = live_verify.LiveVerifier(pipeline)
@@ -224,3 +224,11 @@ def test_the_soaks_drain_check_reads_a_cluster_error_as_not_drained_and_keeps_it
     assert verifier.last_read_error == "Failed to get committed offsets: Local: Timed out"
     monkeypatch.setattr(live_verify, "group_offsets", lambda *_: {0: 10})
     assert verifier.drained() is True and verifier.last_read_error is None
+
+
+def test_a_java_copier_soak_without_faults_skips_the_spark_only_kinds_and_keeps_kill_driver():
+    from eosbench.soak.options import default_faults
+    assert default_faults("java-copier") == (("kill-driver", "kill-broker", "pause-broker", "restart-producer"),
+                                             ("kill-executor", "delete-checkpoint"))
+    assert default_faults("spark") == (("kill-driver", "kill-executor", "kill-broker", "pause-broker",
+                                        "delete-checkpoint", "restart-producer"), ())

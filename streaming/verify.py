@@ -31,6 +31,11 @@ records fit in a few tens of megabytes; payloads are never held. Checks:
 - no transaction is left hanging: last stable offset = end offset on every partition of the
   input, the output and the dead-letter topic;
 - the sink group's committed offsets equal the input's end offsets (when --app-id is given).
+  Matched by key, a group offset may also lie below the end, down to the offset after the
+  partition's last committed input record: Kafka's copier commits offsets only in a
+  transaction that holds records, so after a tail of aborted input records and their marker
+  it has nothing to copy and no commit to move its group past them (what lies between is
+  aborted records and markers only, which the copier rightly skips).
 Aborted data is also read (read_uncommitted) to show that it existed and stayed hidden.
 
 `live=True` checks a pipeline that is still running (the soak verifies after every fault): the
@@ -387,12 +392,39 @@ def verify(bootstrap: str | Connection, input_topic: str, output_topic: str, app
             if stable != end:
                 report.hanging_partitions.append(f"{topic}[{partition}]: last stable offset {stable} < end {end}")
     if app_id:
-        ends = input_ends
-        for partition, offset in group_offsets(bootstrap, app_id, input_topic, sorted(ends)).items():
-            end = ends[partition][1]
-            if offset != end and not (offset < 0 and end == 0):
-                report.group_offset_mismatches.append(f"{input_topic}[{partition}]: group {app_id} at {offset}, end {end}")
+        ends = {partition: end for partition, (_, end) in input_ends.items()}
+        floors = committed_floors(committed_in, ends) if match_by == "key" else None
+        report.group_offset_mismatches += group_offset_mismatches(
+            input_topic, app_id, group_offsets(bootstrap, app_id, input_topic, sorted(ends)), ends, floors)
     return _conclude(report)
+
+
+def committed_floors(committed_in: TopicIndex, ends: dict[int, int]) -> dict[int, int]:
+    """Per input partition, the offset after its last committed record (0 where it holds none)."""
+    after_last = committed_in.next_offsets()
+    return {partition: after_last.get(partition, 0) for partition in ends}
+
+
+def group_offset_mismatches(topic: str, group: str, offsets: dict[int, int], ends: dict[int, int],
+                            floors: dict[int, int] | None = None) -> list[str]:
+    """One line per partition whose group offset is wrong: not its end, or with floors, outside [floor, end].
+
+    `floors` (from `committed_floors`) serve a pipeline matched by key, whose group may stop after
+    the last committed record, short of a tail of aborted records and markers. A partition without
+    a committed offset (-1) counts as at 0.
+    """
+    lines = []
+    for partition, end in sorted(ends.items()):
+        offset = offsets.get(partition, -1)
+        low = end if floors is None else floors[partition]
+        if low <= max(offset, 0) <= end:
+            continue
+        if floors is None:
+            lines.append(f"{topic}[{partition}]: group {group} at {offset}, end {end}")
+        else:
+            lines.append(f"{topic}[{partition}]: group {group} at {offset}, outside [{low}, {end}]"
+                         f" (after the last committed record, end)")
+    return lines
 
 
 def _below(partitions: np.ndarray, offsets: np.ndarray, bounds: dict[int, int] | None) -> np.ndarray:

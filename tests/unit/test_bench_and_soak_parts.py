@@ -226,6 +226,26 @@ def test_the_soaks_drain_check_reads_a_cluster_error_as_not_drained_and_keeps_it
     assert verifier.drained() is True and verifier.last_read_error is None
 
 
+def test_the_copier_soaks_drain_check_accepts_a_group_stopped_before_an_aborted_tail_and_not_before(monkeypatch):
+    import numpy as np
+
+    from eosbench.soak import live_verify
+    from streaming.verify import TopicIndex
+
+    pipeline = SimpleNamespace(bootstrap="127.0.0.1:1", input_topic="in", app_id="app", copiers=["copier-0"])
+    # Committed records at 0..5 of partition 0, then an aborted tail with its marker up to 10.
+    offsets = np.arange(6, dtype=np.int64)
+    none = np.full(6, -1, dtype=np.int64)
+    committed = TopicIndex(offsets, np.zeros(6, dtype=np.int64), offsets, none, none, none, none, {0: 10})
+    monkeypatch.setattr(live_verify, "stable_and_end_offsets", lambda *_: {0: (10, 10)})
+    verifier = live_verify.LiveVerifier(pipeline)
+    monkeypatch.setattr(verifier.indexes, "read", lambda *_args, **_kwargs: committed)
+    monkeypatch.setattr(live_verify, "group_offsets", lambda *_: {0: 6})
+    assert verifier.match_by == "key" and verifier.drained() is True
+    monkeypatch.setattr(live_verify, "group_offsets", lambda *_: {0: 5})
+    assert verifier.drained() is False
+
+
 def test_a_java_copier_soak_without_faults_skips_the_spark_only_kinds_and_keeps_kill_driver():
     from eosbench.soak.options import default_faults
     assert default_faults("java-copier") == (("kill-driver", "kill-broker", "pause-broker", "restart-producer"),

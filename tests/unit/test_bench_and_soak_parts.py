@@ -252,3 +252,14 @@ def test_a_java_copier_soak_without_faults_skips_the_spark_only_kinds_and_keeps_
                                              ("kill-executor", "delete-checkpoint"))
     assert default_faults("spark") == (("kill-driver", "kill-executor", "kill-broker", "pause-broker",
                                         "delete-checkpoint", "restart-producer"), ())
+
+
+def test_bench_spark_names_the_flag_to_raise_when_a_trigger_round_measured_too_few_batches():
+    from eosbench.bench.spark import trigger_comparison_problem
+
+    at = {"trigger": "1 second", "seconds": 6, "throughput": {"kafka-alo": [5000.0], "kafka-eos": []}}
+    assert trigger_comparison_problem(at, 1) == (
+        "the 1 second trigger rounds had too few batches in 6 s to compare kafka-eos with kafka-alo (rounds measured:"
+        " kafka-alo 1 of 1, kafka-eos 0 of 1); raise --trigger-seconds, or skip them with --trigger-seconds 0")
+    at["throughput"]["kafka-eos"].append(4000.0)
+    assert trigger_comparison_problem(at, 1) is None

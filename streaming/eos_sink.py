@@ -139,7 +139,7 @@ def _producer(plan: TaskPlan, key: tuple, timings: dict[str, float]):
         if plan.sink_client == "kafka-python":
             from streaming.preregister import PreRegisteringProducer
 
-            producer = PreRegisteringProducer(plan.producer_config, txn_id)
+            producer = PreRegisteringProducer(plan.producer_config, txn_id, plan.app_id)
         else:
             producer = _kafka().Producer({**plan.producer_config, "transactional.id": txn_id}, logger=CLIENT_LOG)
             _await_learned_broker(producer, plan.output_topic)
@@ -382,7 +382,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
                 dead_keys = [record_key for (records, keep_from), kept in zip(pending, results)
                              for record_key, result in zip(_kept_keys(records, keep_from), kept) if result is None]
                 stats["register_round_trips"] += producer.pre_register(
-                    plan.output_topic, to_commit, plan.app_id, scope_tag(plan.txn_scope),
+                    plan.output_topic, to_commit, scope_tag(plan.txn_scope),
                     dead_letter=(plan.dead_letter_topic, dead_keys))
                 timings["register"] += time.perf_counter() - phase_started
             phase, phase_started = "produce", time.perf_counter()
@@ -402,8 +402,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             phase, phase_started = "send_offsets", time.perf_counter()
             tag = scope_tag(plan.txn_scope)
             _send_offsets(producer, key, [kafka.TopicPartition(t, p, end, metadata=tag)
-                                          for (t, p), end in to_commit.items()],
-                          plan.app_id if plan.sink_client == "kafka-python" else plan.group_metadata)
+                                          for (t, p), end in to_commit.items()], plan.group_metadata)
             timings["send_offsets"] += time.perf_counter() - phase_started
             _maybe_fault(plan, "fail-task-before-commit", next(iter(offsets_to_commit))[1])
             phase, phase_started = "commit", time.perf_counter()

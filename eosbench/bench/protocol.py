@@ -190,7 +190,7 @@ def _python_arm(bootstrap: str | Connection, engine: str, input_topic: str, outp
     """The consume-transform-produce loop on librdkafka or kafka-python, one transaction per `size` records."""
     factory = None
     if engine.startswith("kafka-python"):
-        from streaming.preregister import PreRegisteringProducer as factory  # built as factory(config, txn id)
+        from streaming.preregister import PreRegisteringProducer as factory  # built as factory(config, txn id, group id)
     bench = StreamingBench(bootstrap, input_topic, output, "tx", group_id=group, records_per_transaction=size,
                            producer_factory=factory, pre_register=engine == "kafka-python+prereg")
     try:

@@ -48,7 +48,7 @@ class LiveVerifier:
         record.records_checked = checked.input_committed
 
     def drained(self) -> bool:
-        """Tell whether the sink group has committed every input partition up to its end (by key: past its last committed record)."""
+        """Tell whether the sink group has committed each input partition to its end (by key: past its last committed record)."""
         p = self.pipeline
         try:
             ends = {partition: end for partition, (_, end) in stable_and_end_offsets(p.bootstrap, p.input_topic).items()}

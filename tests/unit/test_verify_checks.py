@@ -1,4 +1,4 @@
-"""The verifier's pure checks on hand-made indexes: torn transactions, reordered pairs, matching by key, group offsets."""
+"""The verifier's pure checks on hand-made indexes: torn, reordered, matching by key, group offsets."""
 
 from __future__ import annotations
 

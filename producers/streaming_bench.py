@@ -60,7 +60,7 @@ class StreamingBench:
                  records_per_transaction: int = 1, poll_timeout_s: float = 0.1,
                  consumer_config: dict[str, str] | None = None, producer_config: dict[str, str] | None = None,
                  transactional_id: str | None = None,
-                 producer_factory: Callable[[dict, str], object] | None = None, pre_register: bool = False,
+                 producer_factory: Callable[[dict, str, str], object] | None = None, pre_register: bool = False,
                  mark_transactions: bool = False):
         self.mode, self.input_topic, self.output_topic = mode, input_topic, output_topic
         self.group_id, self.per_unit, self.poll_timeout_s = group_id, records_per_transaction, poll_timeout_s
@@ -78,7 +78,7 @@ class StreamingBench:
         # Another client (kafka-python's, which can pre-register) in place of librdkafka's.
         self.other_client = producer_factory is not None
         if self.other_client:
-            self.producer = producer_factory(config, tid)
+            self.producer = producer_factory(config, tid, group_id)
         else:
             self.producer = Producer({**config, **({"transactional.id": tid} if mode == "tx" else {})},
                                      logger=CLIENT_LOG)
@@ -137,7 +137,7 @@ class StreamingBench:
             self.producer.begin_transaction()
             if self.pre_registering:
                 self.register_round_trips += self.producer.pre_register(
-                    self.output_topic, {(self.input_topic, p): end for p, end in ends.items()}, self.group_id, "")
+                    self.output_topic, {(self.input_topic, p): end for p, end in ends.items()}, "")
             self.first_send_after_begin_s.append((time.perf_counter_ns() - started) / 1e9)
         for message in records:
             if self.other_client:  # kafka-python reports a failed send at commit_transaction
@@ -146,8 +146,7 @@ class StreamingBench:
                 self.producer.produce(self.output_topic, message.value(), message.key(), headers=headers,
                                       on_delivery=self._on_delivery)
         if self.mode == "tx":
-            group = self.group_id if self.other_client else self.consumer.consumer_group_metadata()
-            self.producer.send_offsets_to_transaction(offsets, group, 60)
+            self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 60)
             self.producer.commit_transaction(60)
             if self.marking:
                 self._commits.append((identity.decode(), time.time()))

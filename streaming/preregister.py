@@ -17,7 +17,10 @@ a kafka-python producer that, right after begin_transaction,
 and only then sends the first record. The broker sees AddPartitionsToTxn, AddOffsetsToTxn and
 TxnOffsetCommit before the first Produce request of the transaction; the proof is a test that
 reads kafka-python's debug log. This adapter gives the kafka-python producer the few methods of
-confluent-kafka's Producer that the sink uses.
+confluent-kafka's Producer that the sink uses. One difference stays inside it: confluent-kafka
+names the group of a transaction's offsets by the consumer's group metadata, kafka-python by the
+group's id, so the adapter is built with its group id and takes (and ignores) the metadata the
+callers hand every producer alike.
 """
 
 from __future__ import annotations
@@ -46,10 +49,12 @@ class _ResponseCounter(logging.Handler):
 
 
 class PreRegisteringProducer:
-    """A kafka-python transactional producer with confluent-kafka's method names."""
+    """A kafka-python transactional producer with confluent-kafka's method names, committing offsets for one group."""
 
-    def __init__(self, config: dict, transactional_id: str):
+    def __init__(self, config: dict, transactional_id: str, group_id: str):
         from kafka import KafkaProducer
+
+        self.group_id = group_id  # kafka-python's name for the group confluent-kafka's group metadata stands for
 
         extra = {"linger_ms": int(config.get("linger.ms", 5))}
         self._producer = KafkaProducer(bootstrap_servers=config["bootstrap.servers"].split(","),
@@ -88,10 +93,10 @@ class PreRegisteringProducer:
             self._producer.flush(timeout=timeout)
         return 0
 
-    def send_offsets_to_transaction(self, offsets, group_metadata, timeout: float | None = None) -> None:
-        """Commit offsets with the transaction (a no-op when pre-registration already sent them)."""
+    def send_offsets_to_transaction(self, offsets, _group_metadata, timeout: float | None = None) -> None:
+        """Commit offsets for this producer's group (a no-op when pre-registration already sent them)."""
         if not self._offsets_sent:
-            self._send_offsets({(tp.topic, tp.partition): tp.offset for tp in offsets}, group_metadata,
+            self._send_offsets({(tp.topic, tp.partition): tp.offset for tp in offsets},
                                (offsets[0].metadata or "") if offsets else "")
 
     def commit_transaction(self, timeout: float | None = None) -> None:
@@ -110,20 +115,20 @@ class PreRegisteringProducer:
 
     # pre-registration ----------------------------------------------------------------------
 
-    def _send_offsets(self, offsets: dict[tuple[str, int], int], group_id: str, metadata: str) -> None:
+    def _send_offsets(self, offsets: dict[tuple[str, int], int], metadata: str) -> None:
         from kafka.structs import OffsetAndMetadata, TopicPartition
 
         # The same bytes as confluent-kafka's commits, C terminator included: librdkafka hands back a
         # committed offset's metadata without one unless it was committed with one (sink_group._scope_in).
         self._producer.send_offsets_to_transaction(
             {TopicPartition(t, p): OffsetAndMetadata(end, metadata + "\0", -1) for (t, p), end in offsets.items()},
-            group_id)
+            self.group_id)
         self._offsets_sent = True
 
-    def pre_register(self, output_topic: str, offsets: dict[tuple[str, int], int], group_id: str, metadata: str,
+    def pre_register(self, output_topic: str, offsets: dict[tuple[str, int], int], metadata: str,
                      dead_letter: tuple[str, list] = ("", []), timeout_s: float = 60.0) -> int:
         """Register every output partition, the dead-letter partitions of `dead_letter`'s keys and the
-        group (its offsets carry `metadata`); return the coordinator round trips taken."""
+        producer's group (its offsets carry `metadata`); return the coordinator round trips taken."""
         from kafka.structs import TopicPartition
 
         before = self._counter.count
@@ -141,7 +146,7 @@ class PreRegisteringProducer:
             for tp in partitions:
                 manager.maybe_add_partition_to_transaction(tp)
         self._producer._sender.wakeup()
-        self._send_offsets(offsets, group_id, metadata)  # blocks until AddOffsetsToTxn + TxnOffsetCommit are done
+        self._send_offsets(offsets, metadata)  # blocks until AddOffsetsToTxn + TxnOffsetCommit are done
         deadline = time.monotonic() + timeout_s
         while not all(manager.is_partition_added(tp) for tp in partitions):
             if time.monotonic() > deadline:

@@ -33,7 +33,7 @@ COMMITTED_CALL_S = 5.0
 SCOPES = ("partition", "batch")
 # Kafka's own default for offsets.retention.minutes (7 days), assumed when the brokers cannot be asked.
 KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES = 10080
-_SINK_LOG = logging.getLogger("eosbench.sink")  # the sink's log (eos_sink.py gives it its handler)
+_SINK_LOG = logging.getLogger("eosbench.sink")  # the sink's log (sink_task.py gives it its handler)
 
 
 class SinkPreconditionError(SettingsError):

@@ -21,9 +21,21 @@ records fit in a few tens of megabytes; payloads are never held. Checks:
   transaction wrote to the record's topic (the eos.txn header, conf/headers.py); read
   read_committed, each identity must show exactly that many records in the topic, and fewer is
   a torn transaction. Records without eos.txn (the at-least-once sink's) are not judged;
+- `match_by="key"` judges a pipeline whose output carries no eos headers (Kafka's own
+  TransactionalMessageCopier, which the soak runs as `--pipeline java-copier`): each delivered
+  record's source is the input record holding its key (keys are the producer's run-unique
+  sequence numbers; a committed record is preferred, else an aborted one, which is an aborted
+  read), and every check above then runs on those sources except `torn`, which needs eos.txn
+  (no record carries it, so no transaction is judged: transactions_checked stays 0). A live verify
+  finds sources among the committed input only, so an aborted read is judged by the final verify;
 - no transaction is left hanging: last stable offset = end offset on every partition of the
   input, the output and the dead-letter topic;
 - the sink group's committed offsets equal the input's end offsets (when --app-id is given).
+  Matched by key, a group offset may also lie below the end, down to the offset after the
+  partition's last committed input record: Kafka's copier commits offsets only in a
+  transaction that holds records, so after a tail of aborted input records and their marker
+  it has nothing to copy and no commit to move its group past them (what lies between is
+  aborted records and markers only, which the copier rightly skips).
 Aborted data is also read (read_uncommitted) to show that it existed and stayed hidden.
 
 `live=True` checks a pipeline that is still running (the soak verifies after every fault): the
@@ -241,6 +253,7 @@ class VerifyReport:
     reordered: int = 0  # adjacent pairs of one input partition, in one output partition, whose input offset falls
     transactions_checked: int = 0  # committed sink transactions judged all-or-nothing (by eos.txn)
     torn: int = 0  # of those, transactions with fewer records visible in a topic than their eos.txn declares
+    match_by: str = "source"  # how output meets input: eos.src headers, or "key" for a pipeline without them
     hanging_partitions: list[str] = field(default_factory=list)
     group_offset_mismatches: list[str] = field(default_factory=list)
     samples: dict[str, list] = field(default_factory=dict)  # record ids; transaction identities for torn
@@ -279,6 +292,23 @@ def reordered_pairs(topic: TopicIndex) -> np.ndarray:
     return topic.seq[order][falls]
 
 
+def sources_by_key(delivered: TopicIndex, inputs: list[TopicIndex]) -> TopicIndex:
+    """The delivered records with eos.src filled from the first input index that holds each one's key (-1 where none)."""
+    src_partition = np.full(delivered.seq.size, -1, dtype=np.int64)
+    src_offset = np.full(delivered.seq.size, -1, dtype=np.int64)
+    for source in inputs:
+        if source.seq.size == 0:
+            continue
+        order = np.argsort(source.seq, kind="stable")
+        keys = source.seq[order]
+        at = np.minimum(np.searchsorted(keys, delivered.seq), keys.size - 1)
+        found = (src_offset < 0) & (keys[at] == delivered.seq)
+        src_partition[found] = source.partition[order][at[found]]
+        src_offset[found] = source.offset[order][at[found]]
+    return TopicIndex(delivered.seq, delivered.partition, delivered.offset, src_partition, src_offset,
+                      delivered.txn, delivered.txn_records, delivered.end_offsets, delivered.txn_names)
+
+
 def torn_transactions(topic: TopicIndex, settled: np.ndarray) -> tuple[int, list[str]]:
     """(transactions judged, identities of the torn ones) in one topic read read_committed.
 
@@ -296,12 +326,15 @@ def torn_transactions(topic: TopicIndex, settled: np.ndarray) -> tuple[int, list
 
 def verify(bootstrap: str | Connection, input_topic: str, output_topic: str, app_id: str | None = None,
            dead_letter_topic: str | None = None, topic_exists=None, live: bool = False,
-           indexes: IncrementalIndexes | None = None, stable_timeout_s: float = 90.0) -> VerifyReport:
+           indexes: IncrementalIndexes | None = None, stable_timeout_s: float = 90.0,
+           match_by: str = "source") -> VerifyReport:
     """Run every check and return the report (live: judge the stable prefix of a running pipeline)."""
     if indexes is not None and not live:
         raise ValueError("only a live verify reads incrementally; the final verify reads every topic whole")
+    if match_by not in ("source", "key"):
+        raise ValueError(f"match_by must be 'source' or 'key', not {match_by!r}")
     read = indexes.read if indexes is not None else read_index
-    report = VerifyReport(input_topic, output_topic)
+    report = VerifyReport(input_topic, output_topic, match_by=match_by)
     with_dead_letter = bool(dead_letter_topic) and (topic_exists is None or topic_exists(dead_letter_topic))
     outputs = [output_topic] + ([dead_letter_topic] if with_dead_letter else [])
     cutoff = stable = None
@@ -328,6 +361,10 @@ def verify(bootstrap: str | Connection, input_topic: str, output_topic: str, app
     report.output_aborted_hidden = int(out_all.seq.size - out.seq.size) if out_all is not None else 0
     report.dead_lettered = int(dead.seq.size) if dead is not None else 0
 
+    if match_by == "key":
+        inputs = [committed_in] + ([all_in] if all_in is not None else [])
+        out = sources_by_key(out, inputs)
+        dead = sources_by_key(dead, inputs) if dead is not None else None
     delivered = TopicIndex.concatenated(out, dead) if dead is not None else out
     expected = committed_in.below(cutoff) if cutoff is not None else committed_in
     # In a live run a delivered record is judged only once its source is below the stable offsets read.
@@ -355,12 +392,39 @@ def verify(bootstrap: str | Connection, input_topic: str, output_topic: str, app
             if stable != end:
                 report.hanging_partitions.append(f"{topic}[{partition}]: last stable offset {stable} < end {end}")
     if app_id:
-        ends = input_ends
-        for partition, offset in group_offsets(bootstrap, app_id, input_topic, sorted(ends)).items():
-            end = ends[partition][1]
-            if offset != end and not (offset < 0 and end == 0):
-                report.group_offset_mismatches.append(f"{input_topic}[{partition}]: group {app_id} at {offset}, end {end}")
+        ends = {partition: end for partition, (_, end) in input_ends.items()}
+        floors = committed_floors(committed_in, ends) if match_by == "key" else None
+        report.group_offset_mismatches += group_offset_mismatches(
+            input_topic, app_id, group_offsets(bootstrap, app_id, input_topic, sorted(ends)), ends, floors)
     return _conclude(report)
+
+
+def committed_floors(committed_in: TopicIndex, ends: dict[int, int]) -> dict[int, int]:
+    """Per input partition, the offset after its last committed record (0 where it holds none)."""
+    after_last = committed_in.next_offsets()
+    return {partition: after_last.get(partition, 0) for partition in ends}
+
+
+def group_offset_mismatches(topic: str, group: str, offsets: dict[int, int], ends: dict[int, int],
+                            floors: dict[int, int] | None = None) -> list[str]:
+    """One line per partition whose group offset is wrong: not its end, or with floors, outside [floor, end].
+
+    `floors` (from `committed_floors`) serve a pipeline matched by key, whose group may stop after
+    the last committed record, short of a tail of aborted records and markers. A partition without
+    a committed offset (-1) counts as at 0.
+    """
+    lines = []
+    for partition, end in sorted(ends.items()):
+        offset = offsets.get(partition, -1)
+        low = end if floors is None else floors[partition]
+        if low <= max(offset, 0) <= end:
+            continue
+        if floors is None:
+            lines.append(f"{topic}[{partition}]: group {group} at {offset}, end {end}")
+        else:
+            lines.append(f"{topic}[{partition}]: group {group} at {offset}, outside [{low}, {end}]"
+                         f" (after the last committed record, end)")
+    return lines
 
 
 def _below(partitions: np.ndarray, offsets: np.ndarray, bounds: dict[int, int] | None) -> np.ndarray:

@@ -146,13 +146,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from conf.settings import output_file_problem
         from eosbench.bench import protocol
 
-        if bootstrap.security:
-            raise BadInput("bench protocol speaks PLAINTEXT only: its Java copier and FeatureCommand runs take no"
-                           " --command-config yet")
         if args.output_json is not None and (problem := output_file_problem(args.output_json)):
             raise BadInput(f"--output-json {args.output_json}: {problem}")
         interrupt_on_stop_signals()  # a SIGTERM still puts the transaction.version feature back
-        protocol.run(bootstrap.bootstrap, sorted(set(args.sizes)), args.transactions, args.engines, args.results_dir,
+        protocol.run(bootstrap, sorted(set(args.sizes)), args.transactions, args.engines, args.results_dir,
                      args.output_json)
     elif args.bench_command == "spark":
         from eosbench.bench import spark

@@ -11,7 +11,10 @@ engine copies all of it, transactionally, to an output topic of its own:
     `streaming.preregister`'s client, TV1;
   - java-tv2 and java-tv1: Kafka's own `TransactionalMessageCopier` from the cached kafka-tools
     jar, with the cluster's `transaction.version` feature at 2 and at 1 (FeatureCommand), put back
-    to where it was afterwards, failure or not.
+    to where it was afterwards, failure or not. The copier takes no client settings but
+    --broker-list, so on a secured cluster (--command-config with security settings) the Java
+    engines are skipped with a printed line, and the Python engines and FeatureCommand (which
+    takes the file) run as on any other.
 
 The first transaction of every engine is warm-up (connections, coordinator, group): rates run
 from its end to the end of the last one. The Python loops time each transaction from begin to
@@ -42,13 +45,14 @@ from pathlib import Path
 
 import numpy as np
 
+from conf.client_config import Connection, connection
 from conf.produce_settings import ProduceSettings
 from conf.settings import JMX_EXPORTER_PORT_OFFSET
 from eosbench.bench.commands import PROTOCOL_ENGINES
-from eosbench.console.errors import CheckFailed, EnvironmentProblem
+from eosbench.console.errors import BadInput, CheckFailed, EnvironmentProblem
 from eosbench.console.plots import lines_png
 from eosbench.console.progress import progress_callback
-from eosbench.local.jars import kafka_tools_command
+from eosbench.local.jars import kafka_tools_command, transactional_copier_command
 from eosbench.local.kafka_admin import cluster_metadata, create_topic
 from producers.perf import ProducerPerformance
 from producers.streaming_bench import StreamingBench
@@ -100,7 +104,7 @@ class Arm:
 # ----------------------------------------------------------------------------- the brokers
 
 
-def exporter_urls(bootstrap: str) -> list[str]:
+def exporter_urls(bootstrap: str | Connection) -> list[str]:
     """Every broker's JMX-exporter endpoint, at the local cluster's client port + 200."""
     return [f"http://{broker.host}:{broker.port + JMX_EXPORTER_PORT_OFFSET}/metrics"
             for broker in cluster_metadata(bootstrap).brokers.values()]
@@ -135,7 +139,7 @@ def _request_names() -> list[str]:
     return ["AddPartitionsToTxn_client", "AddPartitionsToTxn_broker", *TXN_REQUESTS[1:]]
 
 
-def transaction_version(bootstrap: str) -> int:
+def transaction_version(bootstrap: str | Connection) -> int:
     """The cluster's finalized `transaction.version`, from Kafka's FeatureCommand."""
     output = _feature_command(bootstrap, "describe")
     match = re.search(r"Feature:\s*transaction\.version\s.*?FinalizedVersionLevel:\s*(\d+)", output)
@@ -144,7 +148,7 @@ def transaction_version(bootstrap: str) -> int:
     return int(match.group(1))
 
 
-def set_transaction_version(bootstrap: str, level: int, current: int) -> None:
+def set_transaction_version(bootstrap: str | Connection, level: int, current: int) -> None:
     """Upgrade or downgrade the cluster's `transaction.version` from `current` to `level`.
 
     FeatureCommand exits non-zero unless the controller applied the change; each JVM it takes
@@ -156,7 +160,7 @@ def set_transaction_version(bootstrap: str, level: int, current: int) -> None:
 
 
 @contextmanager
-def transaction_version_at(bootstrap: str, level: int, original: int) -> Iterator[None]:
+def transaction_version_at(bootstrap: str | Connection, level: int, original: int) -> Iterator[None]:
     """Run the body with the feature at `level`, and put back `original`, whatever happens."""
     if level == original:
         yield
@@ -168,9 +172,11 @@ def transaction_version_at(bootstrap: str, level: int, original: int) -> Iterato
         set_transaction_version(bootstrap, original, transaction_version(bootstrap))
 
 
-def _feature_command(bootstrap: str, *args: str) -> str:
-    completed = subprocess.run([*kafka_tools_command("FeatureCommand", heap_mb=128), "--bootstrap-server", bootstrap,
-                                *args], capture_output=True, text=True, timeout=120)
+def _feature_command(bootstrap: str | Connection, *args: str) -> str:
+    cluster = connection(bootstrap)
+    completed = subprocess.run([*kafka_tools_command("FeatureCommand", heap_mb=128), "--bootstrap-server",
+                                cluster.bootstrap, *cluster.tool_arguments(), *args],
+                               capture_output=True, text=True, timeout=120)
     if completed.returncode != 0:
         raise CheckFailed(f"FeatureCommand {' '.join(args)} failed: {(completed.stderr or completed.stdout).strip()[-300:]}")
     return completed.stdout
@@ -179,12 +185,12 @@ def _feature_command(bootstrap: str, *args: str) -> str:
 # ----------------------------------------------------------------------------- the engines
 
 
-def _python_arm(bootstrap: str, engine: str, input_topic: str, output: str, size: int, committed: int,
+def _python_arm(bootstrap: str | Connection, engine: str, input_topic: str, output: str, size: int, committed: int,
                 group: str, _cluster_level: int) -> Arm:
     """The consume-transform-produce loop on librdkafka or kafka-python, one transaction per `size` records."""
     factory = None
     if engine.startswith("kafka-python"):
-        from streaming.preregister import PreRegisteringProducer as factory  # built as factory(config, txn id)
+        from streaming.preregister import PreRegisteringProducer as factory  # built as factory(config, txn id, group id)
     bench = StreamingBench(bootstrap, input_topic, output, "tx", group_id=group, records_per_transaction=size,
                            producer_factory=factory, pre_register=engine == "kafka-python+prereg")
     try:
@@ -222,12 +228,10 @@ def copier_arm(engine: str, size: int, level: int, points: list[tuple[float, int
                [1e3 * (after[0] - before[0]) for before, after in measured], None, len(steps))
 
 
-def _java_arm(bootstrap: str, engine: str, input_topic: str, output: str, size: int, committed: int,
+def _java_arm(bootstrap: str | Connection, engine: str, input_topic: str, output: str, size: int, committed: int,
               group: str, level: int) -> Arm:
     """Kafka's TransactionalMessageCopier on partition 0, stopped once it has copied every committed record."""
-    command = [*kafka_tools_command("TransactionalMessageCopier", heap_mb=256), "--input-topic", input_topic,
-               "--input-partition", "0", "--output-topic", output, "--broker-list", bootstrap,
-               "--consumer-group", group, "--transaction-size", str(size), "--transactional-id", f"{group}.copier"]
+    command = transactional_copier_command(connection(bootstrap).bootstrap, input_topic, 0, output, group, f"{group}.copier", size)
     copier = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     watchdog = threading.Timer(COPIER_TIMEOUT_S, copier.kill)
     watchdog.start()
@@ -256,7 +260,7 @@ def _java_arm(bootstrap: str, engine: str, input_topic: str, output: str, size: 
 # ----------------------------------------------------------------------------- the bench
 
 
-def _arm(bootstrap: str, engine: str, size: int, source: dict, run_id: str, replication: int, urls: list[str],
+def _arm(bootstrap: str | Connection, engine: str, size: int, source: dict, run_id: str, replication: int, urls: list[str],
          level: int) -> Arm:
     """One engine at one size on its own output topic and group, with the brokers' request counts around it."""
     output = f"{source['topic']}-{engine.replace('+', '-')}"
@@ -270,18 +274,40 @@ def _arm(bootstrap: str, engine: str, size: int, source: dict, run_id: str, repl
     return arm
 
 
-def _fill(bootstrap: str, topic: str, records: int, size: int, replication: int) -> int:
+def _fill(bootstrap: str | Connection, topic: str, records: int, size: int, replication: int) -> int:
     """One input partition, written in transactions of `size` records, a seeded fifth aborted; return the committed."""
     create_topic(bootstrap, topic, 1, replication)
-    settings = ProduceSettings(topic=topic, bootstrap_server=bootstrap, num_records=records, record_size=100,
+    settings = ProduceSettings(topic=topic, bootstrap_server=str(bootstrap), num_records=records, record_size=100,
                                throughput=-1, records_per_transaction=size, transaction_abort_ratio=FILL_ABORT_RATIO,
-                               seed=18, producer_props=("acks=all",))
+                               seed=18, producer_props=("acks=all",),
+                               command_config=connection(bootstrap).client_config.path)
     return ProducerPerformance(settings, out=io.StringIO()).run().records_committed
 
 
-def run(bootstrap: str, sizes: list[int], transactions: int, engines: list[str], results_dir: Path,
+def engines_on(cluster: Connection, engines: list[str]) -> tuple[list[str], str | None]:
+    """The engines that can run on this cluster, and the line that says why the others are skipped (None: none is).
+
+    Kafka's TransactionalMessageCopier (kafka-tools 4.3.1) builds its clients from --broker-list
+    alone: it has no option for a properties file, so on a secured cluster the Java engines cannot
+    connect, and only the Python ones run.
+    """
+    java = [engine for engine in engines if engine in JAVA_LEVELS]
+    if not cluster.security or not java:
+        return engines, None
+    return ([engine for engine in engines if engine not in JAVA_LEVELS],
+            f"skipping {', '.join(java)}: Kafka's TransactionalMessageCopier takes no client security settings"
+            " (only --broker-list), so it cannot reach a secured cluster")
+
+
+def run(bootstrap: str | Connection, sizes: list[int], transactions: int, engines: list[str], results_dir: Path,
         output_json: Path | None = None) -> dict:
-    """Fill one input per size, run every engine on it, print the table; return the report."""
+    """Fill one input per size, run every engine that can reach the cluster on it, print the table; return the report."""
+    engines, skipped = engines_on(connection(bootstrap), engines)
+    if not engines:
+        raise BadInput("bench protocol on a secured cluster runs only the Python engines (librdkafka, kafka-python,"
+                       " kafka-python+prereg), and --engines named none of them")
+    if skipped:
+        print(skipped, flush=True)
     run_id = uuid.uuid4().hex[:8]
     brokers = len(cluster_metadata(bootstrap).brokers)
     replication = min(3, brokers)
@@ -307,7 +333,7 @@ def run(bootstrap: str, sizes: list[int], transactions: int, engines: list[str],
                     if progress:
                         progress(len(arms), total)
                     print(_format_row(arm.figures()), flush=True)
-    report = {"run_id": run_id, "bootstrap": bootstrap, "brokers": brokers, "sizes": sizes,
+    report = {"run_id": run_id, "bootstrap": str(bootstrap), "brokers": brokers, "sizes": sizes, "skipped": skipped,
               "transactions_per_size": transactions, "fill_abort_ratio": FILL_ABORT_RATIO,
               "original_transaction_version": original_level,  # the cluster's, which the Python engines ran at
               "transaction_version_after": transaction_version(bootstrap), "inputs": inputs,

@@ -31,6 +31,7 @@ from conf.stream_settings import StreamSettings
 from eosbench.bench import results
 from eosbench.local.kafka_admin import cluster_metadata, create_topic
 from eosbench.bench.report import EOS_OVER_ALO_TARGET
+from eosbench.console.errors import BadInput
 from eosbench.local.spark import spark_session
 from producers.perf import ProducerPerformance
 from streaming import job
@@ -122,7 +123,20 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
     path.write_text(json.dumps(report, indent=2))
     report["results_table"] = _append_rows(spark, report, batch_seconds, output_dir)
     _print(report, path)
+    if "at_trigger" in report and (problem := trigger_comparison_problem(report["at_trigger"], rounds)):
+        raise BadInput(f"{problem} (the other figures are in {path})")
     return report
+
+
+def trigger_comparison_problem(at_trigger: dict, rounds: int) -> str | None:
+    """Why the 1 s trigger rounds cannot set kafka-eos against kafka-alo (a sink with no round measured), or None."""
+    measured = {variant: len(at_trigger["throughput"][variant]) for variant in ("kafka-alo", "kafka-eos")}
+    if all(measured.values()):
+        return None
+    counts = ", ".join(f"{variant} {count} of {rounds}" for variant, count in measured.items())
+    return (f"the {at_trigger['trigger']} trigger rounds had too few batches in {at_trigger['seconds']} s to compare"
+            f" kafka-eos with kafka-alo (rounds measured: {counts}); raise --trigger-seconds, or skip them with"
+            " --trigger-seconds 0")
 
 
 def _trigger_rounds(bootstrap: str | Connection, spark, settings_for, source: str, partitions: int, batch_offsets: int,

@@ -67,7 +67,7 @@ def run(bootstrap: str | Connection, args: argparse.Namespace) -> dict:
             create_topic(bootstrap, output, partitions, replication)
         factory = None
         if mode in KAFKA_PYTHON_TX_MODES:
-            from streaming.preregister import PreRegisteringProducer as factory  # built as factory(config, txn id)
+            from streaming.preregister import PreRegisteringProducer as factory  # built as factory(config, txn id, group id)
         benches[mode] = StreamingBench(
             bootstrap, input_topic, output, "base" if mode == "base" else "tx",
             group_id=args.group_id or f"eosbench-streaming-{run_id}-{mode}",

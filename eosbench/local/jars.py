@@ -176,3 +176,12 @@ def kafka_tools_command(tool: str, heap_mb: int = 512) -> list[str]:
     classpath = str(resolve_bundle("kafka")[0].parent / "*")
     return [check_java(), f"-Xmx{heap_mb}m", f"-Dlog4j2.configurationFile={console_log4j_config()}",
             "-cp", classpath, f"org.apache.kafka.tools.{tool}"]
+
+
+def transactional_copier_command(bootstrap: str, input_topic: str, partition: int, output_topic: str, group: str,
+                                 transactional_id: str, transaction_size: int, heap_mb: int = 256) -> list[str]:
+    """Kafka's TransactionalMessageCopier on one input partition: copies it to the output, offsets committed in-transaction."""
+    return [*kafka_tools_command("TransactionalMessageCopier", heap_mb=heap_mb), "--input-topic", input_topic,
+            "--input-partition", str(partition), "--output-topic", output_topic, "--broker-list", bootstrap,
+            "--consumer-group", group, "--transaction-size", str(transaction_size),
+            "--transactional-id", transactional_id]

@@ -11,7 +11,7 @@ from conf.settings import DEFAULT_CLIENT_PORT, linger_for_final_scrape, metrics_
 from eosbench.console.arguments import duration, positive_int, renamed_flag, state_dir_flag
 from eosbench.console.errors import EXIT_CHECK_FAILED, interrupt_on_stop_signals
 from eosbench.soak.faults import FAULT_KINDS
-from eosbench.soak.options import SoakOptions
+from eosbench.soak.options import DEFAULT_FAULTS, PIPELINES, SoakOptions, default_faults
 
 
 def add_soak_parser(commands) -> None:
@@ -20,8 +20,12 @@ def add_soak_parser(commands) -> None:
     soak = commands.add_parser("soak", parents=[state_dir_flag()],
                                help="run producer and stream for a while, inject faults, verify after each")
     soak.add_argument("--duration", type=duration, required=True, help="how long faults are injected: 90s, 30m, 2h")
-    soak.add_argument("--faults", default="kill-driver,kill-executor,kill-broker,pause-broker,delete-checkpoint,restart-producer",
-                      help=f"comma-separated kinds, injected in a seeded round robin ({', '.join(FAULT_KINDS)})")
+    soak.add_argument("--faults", help=f"comma-separated kinds, injected in a seeded round robin"
+                      f" ({', '.join(FAULT_KINDS)}; default: {','.join(DEFAULT_FAULTS)}, less the Spark-only ones"
+                      " with --pipeline java-copier)")
+    soak.add_argument("--pipeline", choices=PIPELINES, default="spark",
+                      help="what copies input to output: the Spark job (default), or Kafka's TransactionalMessageCopier,"
+                           " one process per input partition (kill-driver then SIGKILLs one copier)")
     soak.add_argument("--brokers", type=int, choices=(1, 3), default=1, help="local cluster size (default: 1)")
     soak.add_argument("--port", type=int, default=DEFAULT_CLIENT_PORT, help="client port of broker node 1")
     soak.add_argument("--security", choices=("plaintext", "sasl-ssl"), default="plaintext",
@@ -61,8 +65,14 @@ def cmd_soak(args: argparse.Namespace) -> int:
     """Handle `eosbench soak`: exit 1 unless every fault was survived with zero violations."""
     from eosbench.soak.runner import Soak
 
+    if args.faults is None:
+        faults, skipped = default_faults(args.pipeline)
+        if skipped:
+            print(f"--pipeline {args.pipeline}: skipping the Spark-only faults {', '.join(skipped)}")
+    else:
+        faults = tuple(k.strip() for k in args.faults.split(",") if k.strip())
     options = SoakOptions(
-        duration_s=args.duration, faults=tuple(k.strip() for k in args.faults.split(",") if k.strip()),
+        duration_s=args.duration, faults=faults, pipeline=args.pipeline,
         brokers=args.brokers, port=args.port, state_dir=args.state_dir, master=args.master,
         spark_state_dir=args.spark_state_dir, seed=args.seed,
         throughput=args.throughput, records_per_transaction=args.records_per_transaction,

@@ -31,16 +31,17 @@ class FaultKind:
     inject: Callable[[Soak, int], str]  # breaks something (the kind's n-th time), undoes it, says what it did
     prepare: Callable[[Soak], None] | None = None  # waits, before the round's clock starts, until it is fair
     check: Callable[[SoakOptions], None] | None = None  # raises BadInput when the options rule the kind out
+    spark_only: bool = False  # breaks a part of Spark, which `--pipeline java-copier` does not run
 
 
 FAULTS: dict[str, FaultKind] = {}
 
 
 def fault_kind(name: str, prepare: Callable[[Soak], None] | None = None,
-               check: Callable[[SoakOptions], None] | None = None):
+               check: Callable[[SoakOptions], None] | None = None, spark_only: bool = False):
     """Register the decorated `inject(soak, occurrence) -> what was done` as the fault kind `name`."""
     def register(inject: Callable[[Soak, int], str]) -> Callable[[Soak, int], str]:
-        FAULTS[name] = FaultKind(name, inject, prepare, check)
+        FAULTS[name] = FaultKind(name, inject, prepare, check, spark_only)
         return inject
     return register
 
@@ -90,12 +91,16 @@ def needs_standalone_master(options: SoakOptions) -> None:
 
 @fault_kind("kill-driver")
 def kill_driver(soak: Soak, occurrence: int) -> str:
-    """SIGKILL the Spark driver and its session, then restart it from the checkpoint."""
+    """SIGKILL the Spark driver and its session (java-copier: one copier, in turn), then restart it."""
+    if soak.pipeline.copiers:
+        copier = soak.pipeline.copiers[occurrence % len(soak.pipeline.copiers)]
+        pid = soak.pipeline.restart(copier)
+        return f"SIGKILL {copier.name} pid {pid}; restarted from its group's committed offset"
     pid = soak.pipeline.restart(soak.pipeline.stream)
     return f"SIGKILL driver pid {pid} and its session; restarted from the checkpoint"
 
 
-@fault_kind("kill-executor")
+@fault_kind("kill-executor", spark_only=True)
 def kill_executor(soak: Soak, occurrence: int) -> str:
     """SIGKILL where tasks run: on a standalone cluster alternately an executor JVM and a Python worker."""
     spark_cluster = soak.spark_cluster
@@ -138,7 +143,7 @@ def pause_broker(soak: Soak, occurrence: int) -> str:
     return f"SIGSTOP broker node {node} (pid {pid}) for {pause_s:g} s (> delivery.timeout.ms), then SIGCONT"
 
 
-@fault_kind("delete-checkpoint")
+@fault_kind("delete-checkpoint", spark_only=True)
 def delete_checkpoint(soak: Soak, occurrence: int) -> str:
     """SIGKILL the driver, delete its checkpoint, and restart it from the sink group's offsets."""
     soak.pipeline.stream.kill(signal.SIGKILL)
@@ -154,7 +159,7 @@ def restart_producer(soak: Soak, occurrence: int) -> str:
     return f"SIGKILL producer pid {pid}; restarted with --resume"
 
 
-@fault_kind("kill-worker", check=needs_standalone_master)
+@fault_kind("kill-worker", check=needs_standalone_master, spark_only=True)
 def kill_worker(soak: Soak, occurrence: int) -> str:
     """SIGKILL one Spark standalone worker (its executors notice and exit), then restart it."""
     worker = occurrence % soak.spark_cluster.settings.workers

@@ -2,7 +2,12 @@
 
 The producer is `eosbench produce --resume` and the stream is `spark-submit streaming/job.py` (local
 or standalone master); each runs in its own session, so that a fault kills exactly that process and
-its descendants, and is restarted whenever it dies.
+its descendants, and is restarted whenever it dies. With `--pipeline java-copier` Kafka's own
+TransactionalMessageCopier takes the stream's place, one supervised child per input partition
+(`copier-<partition>`), as in Kafka's transactions system test: its group is the app id and its
+transactional ids are `<app id>.<input topic>.<partition>`, as the sink's. A copier copies up to
+its partition's end offset as of its launch and then exits 0 (it has no endless mode), so a copier
+that ended so is relaunched at once, resuming from its group's offset, and is no restart.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.settings import console_log4j_config
 from eosbench.console.errors import EnvironmentProblem
-from eosbench.local.jars import resolve_bundle
+from eosbench.local.jars import resolve_bundle, transactional_copier_command
 from eosbench.local.processes import Child
 from eosbench.local.spark_cluster import StandaloneCluster
 from eosbench.soak.options import SoakOptions
@@ -46,8 +51,11 @@ class Pipeline:
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
         self.producer = Child("producer", output_dir / "logs", env)
         self.stream = Child("stream", output_dir / "logs", env)
+        self.copiers = ([Child(f"copier-{partition}", output_dir / "logs", env) for partition in range(options.partitions)]
+                        if options.pipeline == "java-copier" else [])
+        self.stages = self.copiers or [self.stream]  # what copies input to output, one child or one per partition
         self._spark_jars = ",".join(str(jar) for jar in resolve_bundle("spark"))
-        self._supervised = {"producer", "stream"}
+        self._supervised = {"producer", *(child.name for child in self.stages)}
         self._deaths: dict[str, list[tuple[float, int]]] = {}
 
     def _producer_command(self) -> list[str]:
@@ -80,12 +88,22 @@ class Pipeline:
                 "--visibility-log", str(self.visibility_log),
                 "--producer-props", "transaction.timeout.ms=30000"]
 
+    def _copier_command(self, partition: int) -> list[str]:
+        return transactional_copier_command(str(self.bootstrap), self.input_topic, partition, self.output_topic,
+                                            self.app_id, f"{self.app_id}.{self.input_topic}.{partition}",
+                                            self.options.records_per_transaction, heap_mb=128)
+
     def start(self, child: Child) -> None:
-        """Launch (or relaunch) the producer or the stream."""
-        child.start(self._producer_command() if child is self.producer else self._stream_command())
+        """Launch (or relaunch) the producer, the stream or a copier."""
+        if child is self.producer:
+            child.start(self._producer_command())
+        elif child in self.copiers:
+            child.start(self._copier_command(self.copiers.index(child)))
+        else:
+            child.start(self._stream_command())
 
     def restart(self, child: Child) -> int | None:
-        """SIGKILL the producer or the stream with its whole session and start it again; return the pid it had."""
+        """SIGKILL the producer, the stream or a copier with its whole session and start it again; return its old pid."""
         pid = child.pid
         child.kill(signal.SIGKILL)
         self.start(child)
@@ -98,13 +116,14 @@ class Pipeline:
         happens, while the child's exit code and log are still those of the launch that died.
         """
         for child in self._dead():
-            if child.starts:
+            caught_up = child in self.copiers and child.exit_code() == 0
+            if child.starts and not caught_up:
                 self._crash_loop_guard(child, processed)
                 on_restart(child)
             self.start(child)
 
     def _dead(self) -> Iterator[Child]:
-        for child in (self.producer, self.stream):
+        for child in (self.producer, *self.stages):
             if child.name in self._supervised and not child.alive():
                 yield child
 
@@ -125,9 +144,9 @@ class Pipeline:
         fence(self.bootstrap, self.producer_id)
 
     def kill(self) -> None:
-        """SIGKILL both children (the end of a soak, however it ends)."""
-        self.producer.kill(signal.SIGKILL)
-        self.stream.kill(signal.SIGKILL)
+        """SIGKILL every child (the end of a soak, however it ends)."""
+        for child in (self.producer, *self.stages):
+            child.kill(signal.SIGKILL)
 
 
 def fence(bootstrap: str | Connection, transactional_id: str) -> None:

@@ -113,6 +113,9 @@ def report_markdown(report: SoakReport) -> str:
              f"- records verified at the end: {final.get('input_committed', 0):,} committed input records,"
              f" {final.get('output_committed', 0):,} output records, {final.get('input_aborted', 0):,} aborted"
              f" input records hidden, {final.get('output_aborted_hidden', 0):,} aborted output records hidden",
+             *([f"- output matched to input by key (`{report.options.get('pipeline')}` writes no eos headers):"
+                " the torn-transaction check does not apply, and the stream's visibility log is not kept"]
+               if final.get("match_by") == "key" else []),
              f"- unplanned restarts: {report.restarts or 'none'}",
              f"- violations: {len(report.violations)}",
              f"- visibility latency (commit returned to read_committed sees it): {_visibility(report, 'all')};"

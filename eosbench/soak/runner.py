@@ -174,7 +174,8 @@ class Soak:
             why = f" (the group's offsets could not be read: {self.verifier.last_read_error})" \
                 if self.verifier.last_read_error else ""
             self.report.violations.append(f"the stream did not drain its input at the end{why}")
-        self.pipeline.stream.kill(signal.SIGTERM, timeout_s=30)
+        for stage in self.pipeline.stages:
+            stage.kill(signal.SIGTERM, timeout_s=30)
         clock = time.monotonic()
         try:
             final = self.verifier.final()

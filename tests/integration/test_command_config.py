@@ -49,7 +49,7 @@ def test_the_pre_registering_producer_commits_over_sasl_ssl(secured_cluster, sec
     from streaming.preregister import PreRegisteringProducer
 
     topic = secured_topic()
-    producer = PreRegisteringProducer(secured_cluster.connection.librdkafka(), f"{topic}.prereg")
+    producer = PreRegisteringProducer(secured_cluster.connection.librdkafka(), f"{topic}.prereg", f"{topic}.group")
     producer.init_transactions(30)
     producer.begin_transaction()
     for key in (b"1", b"2", b"3"):

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from eosbench.local.kafka_admin import create_topic
 
-from streaming.eos_sink import _PRODUCERS, TaskPlan, _drop_producer, producer_key, run_transaction
+from streaming.sink_task import _PRODUCERS, TaskPlan, _drop_producer, producer_key, run_transaction
 from streaming.process import arrow_columns
 from streaming.sink_group import CommittedOffset, read_committed_offsets
 from streaming.verify import stable_and_end_offsets

@@ -8,6 +8,7 @@ import json
 from collections import Counter
 
 from eosbench.bench.protocol import transaction_version
+from streaming.verify import read_index
 from tests.integration.kafka_reads import read_all, sequence_numbers
 from tests.unit.test_cli_errors import run_eosbench
 
@@ -53,3 +54,29 @@ def test_every_engine_copies_exactly_and_each_protocol_makes_its_requests(bootst
             assert row["first_send_p50_ms"] > 0, where
     assert (tmp_path / f"protocol-{report['run_id']}.png").stat().st_size > 0
     assert "| engine | TV | size |" in completed.stdout
+
+
+def test_on_a_secured_cluster_the_python_engines_copy_exactly_and_the_java_ones_are_skipped(
+        secured_cluster, admin_properties, tmp_path):
+    # The copier takes only --broker-list, so the Java engines cannot reach this cluster; the
+    # kafka-python engine (its own translation of the file) and FeatureCommand (the file itself) can.
+    bootstrap = secured_cluster.settings.bootstrap_servers
+    completed = run_eosbench("bench", "protocol", "--bootstrap-server", bootstrap, "--command-config",
+                             str(admin_properties), "--sizes", "2", "--transactions", "3",
+                             "--engines", "kafka-python+prereg", "java-tv2", "java-tv1",
+                             "--results-dir", str(tmp_path), "--output-json", str(tmp_path / "protocol.json"), timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    skipped = ("skipping java-tv2, java-tv1: Kafka's TransactionalMessageCopier takes no client security settings"
+               " (only --broker-list), so it cannot reach a secured cluster")
+    assert completed.stdout.splitlines()[0] == skipped
+    report = json.loads((tmp_path / "protocol.json").read_text())
+    assert report["skipped"] == skipped
+    assert [row["engine"] for row in report["arms"]] == ["kafka-python+prereg"]
+    source = report["inputs"]["2"]
+
+    def keys(topic: str) -> Counter:
+        return Counter(read_index(secured_cluster.connection, topic, "read_committed", with_src=False).seq.tolist())
+
+    committed = keys(source["topic"])
+    assert sum(committed.values()) == source["committed"] > 0
+    assert keys(f"{source['topic']}-kafka-python-prereg") == committed

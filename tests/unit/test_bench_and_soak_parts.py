@@ -216,7 +216,7 @@ def test_the_soaks_drain_check_reads_a_cluster_error_as_not_drained_and_keeps_it
     def hanging(*_args, **_kwargs):
         raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed to get committed offsets: Local: Timed out"))
 
-    pipeline = SimpleNamespace(bootstrap="127.0.0.1:1", input_topic="in", app_id="app")
+    pipeline = SimpleNamespace(bootstrap="127.0.0.1:1", input_topic="in", app_id="app", copiers=[])
     monkeypatch.setattr(live_verify, "stable_and_end_offsets", lambda *_: {0: (10, 10), 1: (0, 0)})
     monkeypatch.setattr(live_verify, "group_offsets", hanging)
     verifier = live_verify.LiveVerifier(pipeline)
@@ -224,3 +224,42 @@ def test_the_soaks_drain_check_reads_a_cluster_error_as_not_drained_and_keeps_it
     assert verifier.last_read_error == "Failed to get committed offsets: Local: Timed out"
     monkeypatch.setattr(live_verify, "group_offsets", lambda *_: {0: 10})
     assert verifier.drained() is True and verifier.last_read_error is None
+
+
+def test_the_copier_soaks_drain_check_accepts_a_group_stopped_before_an_aborted_tail_and_not_before(monkeypatch):
+    import numpy as np
+
+    from eosbench.soak import live_verify
+    from streaming.verify import TopicIndex
+
+    pipeline = SimpleNamespace(bootstrap="127.0.0.1:1", input_topic="in", app_id="app", copiers=["copier-0"])
+    # Committed records at 0..5 of partition 0, then an aborted tail with its marker up to 10.
+    offsets = np.arange(6, dtype=np.int64)
+    none = np.full(6, -1, dtype=np.int64)
+    committed = TopicIndex(offsets, np.zeros(6, dtype=np.int64), offsets, none, none, none, none, {0: 10})
+    monkeypatch.setattr(live_verify, "stable_and_end_offsets", lambda *_: {0: (10, 10)})
+    verifier = live_verify.LiveVerifier(pipeline)
+    monkeypatch.setattr(verifier.indexes, "read", lambda *_args, **_kwargs: committed)
+    monkeypatch.setattr(live_verify, "group_offsets", lambda *_: {0: 6})
+    assert verifier.match_by == "key" and verifier.drained() is True
+    monkeypatch.setattr(live_verify, "group_offsets", lambda *_: {0: 5})
+    assert verifier.drained() is False
+
+
+def test_a_java_copier_soak_without_faults_skips_the_spark_only_kinds_and_keeps_kill_driver():
+    from eosbench.soak.options import default_faults
+    assert default_faults("java-copier") == (("kill-driver", "kill-broker", "pause-broker", "restart-producer"),
+                                             ("kill-executor", "delete-checkpoint"))
+    assert default_faults("spark") == (("kill-driver", "kill-executor", "kill-broker", "pause-broker",
+                                        "delete-checkpoint", "restart-producer"), ())
+
+
+def test_bench_spark_names_the_flag_to_raise_when_a_trigger_round_measured_too_few_batches():
+    from eosbench.bench.spark import trigger_comparison_problem
+
+    at = {"trigger": "1 second", "seconds": 6, "throughput": {"kafka-alo": [5000.0], "kafka-eos": []}}
+    assert trigger_comparison_problem(at, 1) == (
+        "the 1 second trigger rounds had too few batches in 6 s to compare kafka-eos with kafka-alo (rounds measured:"
+        " kafka-alo 1 of 1, kafka-eos 0 of 1); raise --trigger-seconds, or skip them with --trigger-seconds 0")
+    at["throughput"]["kafka-eos"].append(4000.0)
+    assert trigger_comparison_problem(at, 1) is None

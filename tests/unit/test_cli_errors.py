@@ -104,6 +104,11 @@ def test_broker_unreachable(command):
         (["soak", "--duration", "1m", "--faults", "kill-driver,unplug"], "--faults: unknown fault 'unplug'"),
         (["soak", "--duration", "1m", "--faults", "kill-worker"], "kill-worker needs a standalone master"),
         (["soak", "--duration", "1m", "--max-faults", "0"], "--max-faults: must be at least 1"),
+        (["soak", "--duration", "1m", "--pipeline", "java-copier", "--faults", "kill-driver,delete-checkpoint"],
+         "--faults delete-checkpoint: a Spark-only fault, and --pipeline java-copier runs no Spark"),
+        (["soak", "--duration", "1m", "--pipeline", "java-copier", "--faults", "kill-driver", "--security", "sasl-ssl"],
+         "--pipeline java-copier: Kafka's TransactionalMessageCopier takes no client settings; run it on a plaintext"
+         " cluster (no --security sasl-ssl, no --command-config)"),
         (["soak", "--duration", "1m", "--brokers", "3", "--port", "9800", "--metrics-port", "9900"],
          "--metrics-port 9900: the soak serves /metrics on 9900-9902, and 9900 is the cluster's controller port of node 1"),
         (["bench", "sweep", "--workload", "no/such/workload.yaml"], "cannot read workload no/such/workload.yaml"),

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import KafkaError
 
-from streaming import eos_sink
+from streaming import eos_sink, sink_task
 from streaming.process import SourceSlice
 from streaming.stats import BatchStats
 from tests.unit.fake_kafka import FakeCluster
@@ -19,20 +19,20 @@ from tests.unit.fake_kafka import FakeCluster
 
 @pytest.fixture
 def cluster(monkeypatch) -> FakeCluster:
-    """A fake cluster behind eos_sink._kafka(), with empty client caches."""
+    """A fake cluster behind sink_task._kafka(), with empty client caches."""
     fake = FakeCluster()
-    monkeypatch.setattr(eos_sink, "_kafka", lambda: fake)
-    monkeypatch.setattr(eos_sink, "_PRODUCERS", {})
-    monkeypatch.setattr(eos_sink, "_OFFSET_READERS", {})
+    monkeypatch.setattr(sink_task, "_kafka", lambda: fake)
+    monkeypatch.setattr(sink_task, "_PRODUCERS", {})
+    monkeypatch.setattr(sink_task, "_OFFSET_READERS", {})
     return fake
 
 
-def plan_for(bootstrap: str = "fake:9092", **overrides) -> eos_sink.TaskPlan:
+def plan_for(bootstrap: str = "fake:9092", **overrides) -> sink_task.TaskPlan:
     """A task plan for input partition in[0], whose batch ends at offset 10."""
     fields = dict(app_id="app", output_topic="out", dead_letter_topic="out.dlq", process="passthrough",
                   producer_config={"bootstrap.servers": bootstrap}, group_metadata="group", end_offsets={0: 10},
                   max_retries=3, pre_register=False, batch_id=0, fault=None)
-    return eos_sink.TaskPlan(**{**fields, **overrides})
+    return sink_task.TaskPlan(**{**fields, **overrides})
 
 
 def records(offsets: range) -> SourceSlice:
@@ -46,7 +46,7 @@ def records(offsets: range) -> SourceSlice:
 
 def test_a_commit_that_timed_out_but_landed_counts_as_committed_with_its_records(cluster):
     cluster.commit_faults = ["timeout-after-landing"]
-    stats = eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    stats = sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     assert cluster.group[("in", 0)][0] == 10
     assert [p.commits for p in cluster.producers] == [1, 0], "the retry found the commit and wrote nothing again"
     assert stats["outcome"] == "committed" and stats["retries"] == 1
@@ -56,15 +56,15 @@ def test_a_commit_that_timed_out_but_landed_counts_as_committed_with_its_records
 
 
 def test_a_replay_after_a_clean_commit_is_still_skipped(cluster):
-    eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
-    replay = eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    replay = sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     assert replay["outcome"] == "skipped_replay" and replay["records_out"] == 0 and replay["records_skipped"] == 8
 
 
 def test_a_passing_error_in_the_committed_offset_read_is_retried_never_read_as_no_commit(cluster):
     cluster.group[("in", 0)] = (10, "")  # batch 0 was committed; Spark replays it
     cluster.read_errors = [KafkaError.COORDINATOR_LOAD_IN_PROGRESS]
-    stats = eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    stats = sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     assert stats["outcome"] == "skipped_replay"
     assert sum(p.commits for p in cluster.producers) == 0, "read as 'no commit', the slice would be written twice"
 
@@ -72,8 +72,8 @@ def test_a_passing_error_in_the_committed_offset_read_is_retried_never_read_as_n
 def test_any_other_error_in_the_committed_offset_read_fails_the_task_without_a_commit(cluster):
     cluster.group[("in", 0)] = (10, "")
     cluster.read_errors = [KafkaError.INVALID_REQUEST] * 4
-    with pytest.raises(eos_sink.SinkTaskFailed):
-        eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    with pytest.raises(sink_task.SinkTaskFailed):
+        sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     assert sum(p.commits for p in cluster.producers) == 0
 
 
@@ -83,15 +83,15 @@ def test_a_missing_acl_stops_the_task_at_once_naming_what_it_lacks(cluster):
     cluster.group[("in", 0)] = (10, "")
     cluster.read_errors = [KafkaError.GROUP_AUTHORIZATION_FAILED]  # one refusal: no retry may read again
     with pytest.raises(AuthorizationFailure) as denied:
-        eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+        sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     assert str(denied.value) == f"GROUP_AUTHORIZATION_FAILED on app: {ACLS_HINT}"
     assert sum(p.commits for p in cluster.producers) == 0
 
 
 def test_clients_are_never_reused_across_clusters(cluster):
-    eos_sink.run_transaction(plan_for("first:9092"), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    sink_task.run_transaction(plan_for("first:9092"), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     cluster.group.clear()  # the second cluster is a new one, with the same app id and topics
-    eos_sink.run_transaction(plan_for("second:9092"), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    sink_task.run_transaction(plan_for("second:9092"), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     assert [p.config["bootstrap.servers"] for p in cluster.producers] == ["first:9092", "second:9092"]
     assert [c.config["bootstrap.servers"] for c in cluster.consumers] == ["first:9092", "second:9092"]
     assert [p.commits for p in cluster.producers] == [1, 1]
@@ -114,20 +114,20 @@ def test_step_2_refuses_offsets_the_other_scope_committed_before_any_commit(clus
 
     cluster.group[("in", 0)] = (4, "eosbench txn-scope=batch")
     with pytest.raises(SinkPreconditionError, match="committed with --txn-scope batch"):
-        eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+        sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     assert cluster.group[("in", 0)] == (4, "eosbench txn-scope=batch")
     assert sum(p.commits for p in cluster.producers) == 0
 
 
 def test_every_commit_names_its_scope(cluster):
-    eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     assert cluster.group[("in", 0)] == (10, "eosbench txn-scope=partition")
 
 
 def test_a_landed_commit_is_recognised_even_after_a_failed_attempt_between(cluster, monkeypatch):
     cluster.commit_faults = ["timeout-after-landing"]
     cluster.read_errors = [None, KafkaError.INVALID_REQUEST]  # the second attempt fails in Step 2
-    stats = eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    stats = sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     assert sum(p.commits for p in cluster.producers) == 1, "the slice is written once"
     assert stats["outcome"] == "committed" and stats["retries"] == 2 and stats["records_out"] == 8
 
@@ -137,7 +137,7 @@ def test_every_record_names_its_attempt_and_the_attempts_size_in_its_topic(clust
     poisoned = records(range(0, 8))
     poisoned.values[3] = b"POISON"
     before = time.time()
-    stats = eos_sink.run_transaction(plan_for(batch_id=7), "app.in.0", [poisoned], {("in", 0): 10})
+    stats = sink_task.run_transaction(plan_for(batch_id=7), "app.in.0", [poisoned], {("in", 0): 10})
     first, second = ([headers for _, headers in p.sent_headers] for p in cluster.producers)
     assert len(first) == len(second) == 8
     identities = [{h["eos.txn"].rsplit(b":", 1)[0] for h in attempt} for attempt in (first, second)]
@@ -152,5 +152,5 @@ def test_every_record_names_its_attempt_and_the_attempts_size_in_its_topic(clust
 
 def test_a_commit_found_landed_reports_no_commit_time(cluster):
     cluster.commit_faults = ["timeout-after-landing"]  # when the commit really returned is unknown
-    stats = eos_sink.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    stats = sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     assert stats["outcome"] == "committed" and (stats["txn"], stats["committed_at_s"]) == ("", 0.0)

@@ -24,8 +24,8 @@ from conf.settings import SettingsError
 from eosbench.console.errors import (EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_CODES, EXIT_ENVIRONMENT, BadInput,
                                      CheckFailed, EnvironmentProblem, classify_failure)
 from producers.perf import ProduceFailed
-from streaming.eos_sink import ExactlyOnceViolation
 from streaming.sink_group import SinkPreconditionError
+from streaming.sink_task import ExactlyOnceViolation
 from tests.unit.test_cli_errors import assert_one_line_error, free_port, run_eosbench
 
 

@@ -1,4 +1,4 @@
-"""`bench protocol`'s parts that need no broker: the copier's progress lines and the table."""
+"""`bench protocol`'s parts that need no broker: the copier's progress lines, the table, the engines a cluster takes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from eosbench.bench.protocol import copier_arm, copier_progress, table
+from conf.client_config import Connection
+from eosbench.bench.protocol import copier_arm, copier_progress, engines_on, run, table
+from eosbench.console.errors import BadInput
 
 
 def status(time: str, processed: int, stage: str = "ProcessLoop") -> str:
@@ -35,3 +37,26 @@ def test_the_table_says_what_an_engine_cannot_report():
                     "TxnOffsetCommit": 2, "EndTxn": 2}
     lines = table({"arms": [arm.figures()]}).splitlines()
     assert lines[2] == "| java-tv1 | 1 | 2 | 1 | 40 | 20.0 | 50.00 | 50.00 | n/a | 1.50 | 0.00 | 1.00 | 1.00 | 1.00 |"
+
+
+SECURED = Connection("127.0.0.1:19093", (("sasl.mechanism", "SCRAM-SHA-512"), ("security.protocol", "SASL_SSL")))
+ALL_ENGINES = ["librdkafka", "kafka-python", "kafka-python+prereg", "java-tv2", "java-tv1"]
+
+
+def test_a_plaintext_cluster_runs_every_engine():
+    assert engines_on(Connection("127.0.0.1:9092"), ALL_ENGINES) == (ALL_ENGINES, None)
+
+
+def test_a_secured_cluster_skips_the_java_engines_with_one_line_why():
+    assert engines_on(SECURED, ALL_ENGINES) == (
+        ["librdkafka", "kafka-python", "kafka-python+prereg"],
+        "skipping java-tv2, java-tv1: Kafka's TransactionalMessageCopier takes no client security settings"
+        " (only --broker-list), so it cannot reach a secured cluster")
+    assert engines_on(SECURED, ["kafka-python"]) == (["kafka-python"], None)
+
+
+def test_a_secured_cluster_with_only_java_engines_asked_for_is_bad_input(tmp_path):
+    with pytest.raises(BadInput) as refused:
+        run(SECURED, [1], 2, ["java-tv2"], tmp_path)
+    assert str(refused.value) == ("bench protocol on a secured cluster runs only the Python engines (librdkafka,"
+                                  " kafka-python, kafka-python+prereg), and --engines named none of them")

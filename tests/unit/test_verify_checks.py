@@ -1,11 +1,12 @@
-"""The verifier's pure checks on hand-made indexes: torn transactions and reordered pairs."""
+"""The verifier's pure checks on hand-made indexes: torn, reordered, matching by key, group offsets."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from conf.headers import read_txn_header, transaction_identity, txn_header
-from streaming.verify import TopicIndex, reordered_pairs, torn_transactions
+from streaming.verify import (TopicIndex, VerifyReport, _judge, committed_floors, group_offset_mismatches, reordered_pairs,
+                              sources_by_key, torn_transactions)
 
 A, B, C = "0:3:00000000000000a", "1:3:00000000000000b", "*:4:00000000000000c"
 
@@ -66,3 +67,56 @@ def test_each_attempt_has_its_own_identity_naming_partition_and_batch_and_its_si
     assert name == "eos.txn" and value == first + b":1000"
     assert read_txn_header(value) == (first, int(first.split(b":")[2], 16), 1000)
     assert int(first.split(b":")[2], 16) < 2 ** 60
+
+
+def headerless(rows: list[tuple]) -> TopicIndex:
+    """A copier's output (no eos.src, no eos.txn) from (seq, partition, offset)."""
+    return output([(seq, partition, offset, -1, -1, None, 0) for seq, partition, offset in rows])
+
+
+def test_matching_by_key_names_each_output_records_input_and_prefers_a_committed_one():
+    committed = headerless([(10, 0, 0), (11, 0, 1), (20, 1, 0)])
+    everything = headerless([(10, 0, 0), (11, 0, 1), (12, 0, 2), (20, 1, 0)])  # 12 was aborted
+    delivered = sources_by_key(headerless([(11, 0, 5), (20, 1, 6), (12, 0, 7), (99, 0, 8)]), [committed, everything])
+    assert delivered.src_partition.tolist() == [0, 1, 0, -1]
+    assert delivered.src_offset.tolist() == [1, 0, 2, -1]
+    assert delivered.offset.tolist() == [5, 6, 7, 8] and delivered.txn.tolist() == [-1] * 4
+
+
+def test_matched_by_key_a_copy_twice_a_missing_key_an_aborted_key_and_a_stranger_are_each_caught():
+    committed = headerless([(10, 0, 0), (11, 0, 1), (20, 1, 0)])
+    committed.end_offsets = {0: 3, 1: 1}  # offset 0:2 holds the aborted record
+    everything = headerless([(10, 0, 0), (11, 0, 1), (12, 0, 2), (20, 1, 0)])
+    delivered = sources_by_key(headerless([(10, 0, 0), (10, 0, 1), (12, 0, 2), (99, 0, 3)]), [committed, everything])
+    report = VerifyReport("in", "out", match_by="key")
+    _judge(report, delivered, np.ones(4, dtype=bool), committed, committed)
+    assert (report.duplicates, report.lost, report.aborted_reads, report.unexpected) == (1, 2, 1, 1)
+    assert report.samples["duplicates"] == [10] and report.samples["lost"] == [11, 20]
+    assert report.samples["aborted_reads"] == [12] and report.samples["unexpected"] == [99]
+
+
+def test_matching_by_key_against_an_empty_input_leaves_every_source_unknown():
+    delivered = sources_by_key(headerless([(1, 0, 0)]), [headerless([])])
+    assert delivered.src_partition.tolist() == [-1] and delivered.src_offset.tolist() == [-1]
+
+
+def test_the_spark_sinks_group_must_sit_exactly_at_each_input_partitions_end():
+    ends = {0: 10, 1: 7, 2: 0}
+    assert group_offset_mismatches("in", "app", {0: 10, 1: 7, 2: -1}, ends) == []
+    assert group_offset_mismatches("in", "app", {0: 9, 1: 8}, ends) == [
+        "in[0]: group app at 9, end 10", "in[1]: group app at 8, end 7"]
+
+
+def test_matched_by_key_a_group_may_stop_anywhere_from_after_the_last_committed_record_to_the_end():
+    # Partition 0: committed records at 0..5, then aborted records and markers up to the end, 10.
+    # Partition 1: only aborted records, so nothing had to be copied. Partition 2: empty.
+    committed = headerless([(seq, 0, seq) for seq in range(6)])
+    ends = {0: 10, 1: 4, 2: 0}
+    floors = committed_floors(committed, ends)
+    assert floors == {0: 6, 1: 0, 2: 0}
+    for at_floor_or_end in ({0: 6, 1: -1, 2: -1}, {0: 10, 1: 4, 2: 0}, {0: 8, 1: 2}):
+        assert group_offset_mismatches("in", "app", at_floor_or_end, ends, floors) == []
+    assert group_offset_mismatches("in", "app", {0: 5, 1: 5, 2: 1}, ends, floors) == [
+        "in[0]: group app at 5, outside [6, 10] (after the last committed record, end)",
+        "in[1]: group app at 5, outside [0, 4] (after the last committed record, end)",
+        "in[2]: group app at 1, outside [0, 0] (after the last committed record, end)"]

@@ -155,7 +155,7 @@ def test_sigterm_stops_the_sweeps_broker_and_keeps_the_cells_it_finished(spark, 
 def test_spark_bench_runs_both_sinks_available_now_and_at_a_1s_trigger(bootstrap, spark, tmp_path):
     completed = run_eosbench("bench", "spark", "--bootstrap-server", bootstrap, "--records", "20000",
                              "--partitions", "2", "--max-offsets-per-trigger", "5000", "--rounds", "1",
-                             "--sink", "kafka-eos", "kafka-alo", "--latency-seconds", "0", "--trigger-seconds", "6",
+                             "--sink", "kafka-eos", "kafka-alo", "--latency-seconds", "0", "--trigger-seconds", "10",
                              "--results-dir", str(tmp_path), timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "StackOverflowError" not in completed.stderr  # the timed stops end cleanly

@@ -122,6 +122,11 @@ def test_broker_unreachable(command):
                          " partitions before the first send"),
         (["stream", "--input-topic", "i", "--output-topic", "o", "--sink", "kafka-alo", "--sink-client", "kafka-python"],
          "--sink-client applies to --sink kafka-eos only"),
+        (["stream", "--input-topic", "i", "--output-topic", "o", "--checkpoint", "gs://bucket/ck"],
+         "--checkpoint gs://bucket/ck: unsupported scheme 'gs' (use a local path or a file://, hdfs://, s3a://,"
+         " abfs://, abfss:// URI)"),
+        (["stream", "--input-topic", "i", "--output-topic", "o", "--checkpoint", "hdfs://nn:port/ck"],
+         "--checkpoint hdfs://nn:port/ck: the port of 'nn:port' is not a number"),
         (["bench", "protocol", "--engines", "java-tv3"], "argument --engines: invalid choice: 'java-tv3'"),
         (["bench", "protocol", "--sizes", "0"], "--sizes: must be at least 1"),
     ],

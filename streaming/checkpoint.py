@@ -14,6 +14,9 @@ it take text and return offsets, so they need no JVM.
 from __future__ import annotations
 
 import json
+import re
+
+_BATCH_ENTRY = re.compile(r"/(\d+)(?=,[A-Za-z][A-Za-z0-9+.-]*:|$)")
 
 
 def end_offsets_in_log(text: str, topic: str) -> dict[int, int] | None:
@@ -33,6 +36,13 @@ def offsets_in_source_log(text: str) -> dict[str, dict[str, int]]:
     return json.loads(lines[-1]) if lines else {}
 
 
+def batch_ids_in_listing(listing: str) -> set[int]:
+    """The batch ids (all-digit names) in a folder's listing printed as "{<uri>/<name>,<uri>/<name>,...}"."""
+    # An entry ends where the next one's scheme starts (",hdfs:"), so a comma inside a folder's path
+    # cannot end an entry early.
+    return {int(name) for name in _BATCH_ENTRY.findall(listing.removeprefix("{").removesuffix("}"))}
+
+
 def pending_batch_of(offset_batches: set[int], committed_batches: set[int]) -> int | None:
     """The batch a restarted query runs again: the last one in the offset log without a commit-log entry."""
     return max(offset_batches) if offset_batches and max(offset_batches) not in committed_batches else None
@@ -43,30 +53,45 @@ class CheckpointLog:
 
     def __init__(self, spark, uri: str):
         self.uri = uri
+        self._jvm = spark._jvm
         self._hadoop_path = spark._jvm.org.apache.hadoop.fs.Path
         self._root = self._hadoop_path(uri)
         self._fs = self._root.getFileSystem(spark._jsc.hadoopConfiguration())
+        # {(batch id, topic): ends} of the batches read last: a batch starts where the one before ended,
+        # and a file in the offset log never changes, so each batch costs one read on the JVM, not two.
+        self._ends_read: dict[tuple[int, str], dict[int, int]] = {}
 
-    def _read(self, relative: str) -> str | None:
-        """The text of one file under the checkpoint, None when it does not exist (one JVM call when it does not)."""
+    def _call(self, method: str, relative: str):
+        """`FileSystem.<method>(<checkpoint>/<relative>)`; None when the file or folder does not exist."""
         from py4j.protocol import Py4JJavaError
 
         try:
-            stream = self._fs.open(self._hadoop_path(self._root, relative))
+            return getattr(self._fs, method)(self._hadoop_path(self._root, relative))
         except Py4JJavaError as exc:
             if exc.java_exception.getClass().getName() == "java.io.FileNotFoundException":
                 return None
             raise
+
+    def _read(self, relative: str) -> str | None:
+        """The text of one file under the checkpoint, None when it does not exist."""
+        stream = self._call("open", relative)
+        if stream is None:
+            return None
         try:
             return bytes(stream.readAllBytes()).decode(errors="replace")
         finally:
             stream.close()
 
     def _batch_ids(self, folder: str) -> set[int]:
-        path = self._hadoop_path(self._root, folder)
-        if not self._fs.exists(path):
+        statuses = self._call("listStatus", folder)
+        if statuses is None:
             return set()
-        return {int(name) for status in self._fs.listStatus(path) if (name := status.getPath().getName()).isdigit()}
+        # Printed on the JVM, "{<uri>/0,<uri>/1,...}": three calls for the folder instead of three for
+        # each of its entries (Spark keeps about 100). py4j passes no Path[] where Object[] is declared,
+        # so ArrayUtils.toString(Object) it is.
+        listing = self._jvm.org.apache.commons.lang3.ArrayUtils.toString(
+            self._jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(statuses))
+        return batch_ids_in_listing(listing)
 
     def batch_end_offsets(self, batch_id: int, topic: str) -> dict[int, int]:
         """Return {partition: end offset (exclusive)} of one batch for one topic."""
@@ -74,7 +99,9 @@ class CheckpointLog:
         ends = None if text is None else end_offsets_in_log(text, topic)
         if ends is None:
             raise FileNotFoundError(f"no offsets for {topic} in {self.uri}/offsets/{batch_id}")
-        return ends
+        self._ends_read = {key: value for key, value in self._ends_read.items() if key[0] >= batch_id - 1}
+        self._ends_read[(batch_id, topic)] = ends
+        return dict(ends)
 
     def batch_start_offsets(self, batch_id: int, topic: str) -> dict[int, int]:
         """Return {partition: start offset} of one batch's ranges, as Spark's Kafka source plans them.
@@ -84,6 +111,8 @@ class CheckpointLog:
         it from its earliest offset, 0 unless data was lost (which fails the query by default); it
         counts as 0.
         """
+        if (batch_id - 1, topic) in self._ends_read:
+            return dict(self._ends_read[(batch_id - 1, topic)])
         previous = self._read(f"offsets/{batch_id - 1}") if batch_id > 0 else None
         if previous is not None and (ends := end_offsets_in_log(previous, topic)) is not None:
             return ends

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from conf.settings import SettingsError
 from conf.stream_settings import StreamSettings, checkpoint_uri
-from streaming.checkpoint import end_offsets_in_log, offsets_in_source_log, pending_batch_of
+from streaming.checkpoint import batch_ids_in_listing, end_offsets_in_log, offsets_in_source_log, pending_batch_of
 
 # `offsets/<batchId>` as Spark 4 writes it: version, metadata, one line per source.
 OFFSET_LOG = ('v1\n{"batchWatermarkMs":0,"batchTimestampMs":1764064000000,"conf":{"spark.sql.shuffle.partitions":"200"}}\n'
@@ -35,6 +35,15 @@ def test_the_offset_log_skips_sources_without_offsets_and_misses_other_topics():
 def test_the_source_log_gives_the_querys_initial_offsets():
     assert offsets_in_source_log(SOURCE_LOG) == {"in-a": {"2": 0, "1": 0, "0": 12}}
     assert offsets_in_source_log("") == {}
+
+
+@pytest.mark.parametrize("listing,batch_ids", [
+    ("{}", set()),
+    ("{file:/ck/offsets/0,file:/ck/offsets/12,file:/ck/offsets/.12.crc,file:/ck/offsets/.13.9f1c.tmp}", {0, 12}),
+    ("{hdfs://127.0.0.1:9000/a/7,b/offsets/3,hdfs://127.0.0.1:9000/a/7,b/offsets/4}", {3, 4}),  # a comma in the root
+])
+def test_a_folders_listing_gives_its_batch_ids(listing, batch_ids):
+    assert batch_ids_in_listing(listing) == batch_ids
 
 
 @pytest.mark.parametrize("offsets,commits,pending", [

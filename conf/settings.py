@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer
 
 CONF_DIR = Path(__file__).resolve().parent
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -87,6 +87,16 @@ def yaml_error_line(exc: yaml.YAMLError) -> str:
     if context:
         line += f" ({context}" + (f" at {at(context_mark)}" if context_mark else "") + ")"
     return line
+
+
+def validation_error_line(exc: ValidationError) -> str:
+    """The first error of a settings object's validation, as one line naming its flag."""
+    error = exc.errors()[0]
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if not error["loc"]:
+        return message  # a cross-field rule, whose message names its flags
+    field = "--" + "-".join(str(part) for part in error["loc"]).replace("_", "-")
+    return f"{field}: {message}"
 
 
 # --------------------------------------------------------------------------- files the user names

@@ -8,7 +8,6 @@ seeded round robin all read FAULTS, in the order the functions stand below.
 from __future__ import annotations
 
 import random
-import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from eosbench.console.errors import BadInput, EnvironmentProblem
+from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.kafka_admin import cluster_metadata, under_replicated
 from eosbench.local.processes import command_line, descendants, proc_stat, send_signal
 
@@ -151,9 +151,9 @@ def pause_broker(soak: Soak, occurrence: int) -> str:
 
 @fault_kind("delete-checkpoint")
 def delete_checkpoint(soak: Soak, occurrence: int) -> str:
-    """SIGKILL the driver, delete its checkpoint, and restart it from the sink group's offsets."""
+    """SIGKILL the driver, delete its checkpoint (on any Hadoop file system), and restart it from the group's offsets."""
     soak.pipeline.stream.kill(signal.SIGKILL)
-    shutil.rmtree(soak.pipeline.checkpoint, ignore_errors=True)
+    fs_shell("-rm", "-r", "-f", soak.pipeline.checkpoint)
     soak.pipeline.start(soak.pipeline.stream)
     return "SIGKILL driver, deleted the checkpoint, restarted with --starting-offsets group"
 

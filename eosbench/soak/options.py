@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conf.settings import DEFAULT_NAMENODE_PORT, ClusterSettings, HdfsSettings
+from conf.stream_settings import checkpoint_uri
 from eosbench.console.errors import BadInput
 from eosbench.soak.faults import FAULT_KINDS, FAULTS
 
@@ -62,6 +63,8 @@ class SoakOptions:
         for kind in self.faults:
             if FAULTS[kind].check:
                 FAULTS[kind].check(self)
+        if self.checkpoint:
+            checkpoint_uri(self.checkpoint)  # a scheme no checkpoint may use fails here, in one line
         if self.duration_s <= 0:
             raise BadInput("--duration must be positive")
         cluster_ports = {port: f"{role} of node {node.node_id}"

@@ -108,6 +108,7 @@ def test_broker_unreachable(command):
         (["soak", "--duration", "1m", "--faults", "restart-hdfs", "--hdfs", "--hdfs-port", "18020", "--checkpoint",
           "hdfs://127.0.0.1:8020/soak"], "--faults restart-hdfs needs the checkpoint on the soak's own HDFS"
                                          " (hdfs://127.0.0.1:18020), not --checkpoint hdfs://127.0.0.1:8020/soak"),
+        (["soak", "--duration", "1m", "--checkpoint", "ftp://host/ckpt"], "--checkpoint ftp://host/ckpt: unsupported scheme 'ftp'"),
         (["soak", "--duration", "1m", "--max-faults", "0"], "--max-faults: must be at least 1"),
         (["soak", "--duration", "1m", "--brokers", "3", "--port", "9800", "--metrics-port", "9900"],
          "--metrics-port 9900: the soak serves /metrics on 9900-9902, and 9900 is the cluster's controller port of node 1"),
@@ -127,6 +128,11 @@ def test_broker_unreachable(command):
                          " partitions before the first send"),
         (["stream", "--input-topic", "i", "--output-topic", "o", "--sink", "kafka-alo", "--sink-client", "kafka-python"],
          "--sink-client applies to --sink kafka-eos only"),
+        (["stream", "--input-topic", "i", "--output-topic", "o", "--checkpoint", "gs://bucket/ck"],
+         "--checkpoint gs://bucket/ck: unsupported scheme 'gs' (use a local path or a file://, hdfs://, s3a://,"
+         " abfs://, abfss:// URI)"),
+        (["stream", "--input-topic", "i", "--output-topic", "o", "--checkpoint", "hdfs://nn:port/ck"],
+         "--checkpoint hdfs://nn:port/ck: the port of 'nn:port' is not a number"),
         (["bench", "protocol", "--engines", "java-tv3"], "argument --engines: invalid choice: 'java-tv3'"),
         (["bench", "protocol", "--sizes", "0"], "--sizes: must be at least 1"),
     ],

@@ -7,6 +7,7 @@ seeded round robin all read FAULTS, in the order the functions stand below.
 
 from __future__ import annotations
 
+import random
 import signal
 import time
 from collections.abc import Callable
@@ -88,6 +89,16 @@ def needs_standalone_master(options: SoakOptions) -> None:
         raise BadInput("--faults kill-worker needs a standalone master (--master spark://…, see `eosbench cluster start`)")
 
 
+def checkpoint_on_soak_hdfs(options: SoakOptions) -> None:
+    """Refuse restart-hdfs unless the checkpoint is on the HDFS the soak runs (--hdfs)."""
+    uri = options.hdfs_settings.uri
+    if not options.hdfs:
+        raise BadInput(f"--faults restart-hdfs needs the checkpoint on the soak's own HDFS: add --hdfs (it runs {uri})")
+    if options.checkpoint and not (options.checkpoint + "/").startswith(uri + "/"):
+        raise BadInput(f"--faults restart-hdfs needs the checkpoint on the soak's own HDFS ({uri}),"
+                       f" not --checkpoint {options.checkpoint}")
+
+
 @fault_kind("kill-driver")
 def kill_driver(soak: Soak, occurrence: int) -> str:
     """SIGKILL the Spark driver and its session, then restart it from the checkpoint."""
@@ -162,6 +173,18 @@ def kill_worker(soak: Soak, occurrence: int) -> str:
     time.sleep(2)
     soak.spark_cluster.start()
     return f"SIGKILL Spark worker-{worker} (pid {pid}); restarted"
+
+
+@fault_kind("restart-hdfs", check=checkpoint_on_soak_hdfs)
+def restart_hdfs(soak: Soak, occurrence: int) -> str:
+    """SIGKILL the HDFS NameNode that holds the checkpoint, restart it after a short seeded pause.
+
+    The driver's next checkpoint write fails (or waits out the outage): the query stops and the
+    soak restarts the stream, which resumes from the checkpoint the NameNode replayed.
+    """
+    pause_s = round(random.Random(f"{soak.options.seed}:restart-hdfs:{occurrence}").uniform(1.0, 5.0), 1)
+    pid = soak.hdfs.restart_namenode(pause_s)
+    return f"SIGKILL HDFS NameNode pid {pid}; restarted after {pause_s:g} s"
 
 
 FAULT_KINDS = tuple(FAULTS)

@@ -42,7 +42,8 @@ class Pipeline:
         self.dead_letter_topic = f"{self.output_topic}.dlq"
         self.app_id = f"soak-{run_id}"
         self.producer_id = f"soak.{run_id}.producer"
-        self.checkpoint = checkpoint_uri(str(output_dir / f"checkpoint-{run_id}"))  # faults.py deletes it with FsShell
+        # A Hadoop URI wherever it lives: the driver and faults.py's FsShell read and delete it by it.
+        self.checkpoint = checkpoint_uri(f"{options.checkpoint_folder(output_dir)}/checkpoint-{run_id}")
         self.visibility_log = output_dir / VISIBILITY_LOG  # every launch of the stream appends to it
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
         self.producer = Child("producer", output_dir / "logs", env)

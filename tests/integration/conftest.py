@@ -3,7 +3,8 @@
 The test broker listens on 19092 (controller 19192, JMX exporter 19292) with its state in a
 pytest temp folder, so a user's own `eosbench broker start` on 9092 is left alone. The secured
 broker (SASL_SSL, SCRAM-SHA-512, ACLs) listens on 19492 (19592, 19692) and starts only when a
-test asks for it.
+test asks for it. So does the HDFS (NameNode RPC on 18020, its HTTP and the DataNode's ports on
+18021-18024).
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from conf.settings import ClusterSettings
+from conf.settings import ClusterSettings, HdfsSettings
 from eosbench.local.broker import LocalCluster
+from eosbench.local.hdfs import LocalHdfs
 from eosbench.local.kafka_admin import create_topic
 from eosbench.local.spark import spark_session
 
 TEST_BROKER_PORT = 19092
 SECURED_TEST_BROKER_PORT = 19492
+TEST_HDFS_PORT = 18020
 
 
 def pytest_collection_modifyitems(items):
@@ -81,6 +84,19 @@ def secured_topic(secured_cluster: LocalCluster) -> Callable[..., str]:
         return name
 
     return create
+
+
+@pytest.fixture(scope="session")
+def hdfs_cluster(tmp_path_factory) -> Iterator[LocalHdfs]:
+    """A real HDFS (one NameNode, one DataNode, 256 MB heaps), started once and stopped at the end of the session.
+
+    `hdfs_cluster.uri` is hdfs://127.0.0.1:18020; `hdfs_cluster.restart_namenode()` SIGKILLs the
+    NameNode and brings it back. A test that breaks it leaves it writable again.
+    """
+    hdfs = LocalHdfs(HdfsSettings(port=TEST_HDFS_PORT, state_dir=tmp_path_factory.mktemp("hdfs")))
+    hdfs.start(fresh=True)
+    yield hdfs
+    hdfs.stop()
 
 
 @pytest.fixture(scope="session")

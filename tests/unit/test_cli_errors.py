@@ -103,6 +103,12 @@ def test_broker_unreachable(command):
         (["soak", "--duration", "ten"], "not a duration: 'ten'"),
         (["soak", "--duration", "1m", "--faults", "kill-driver,unplug"], "--faults: unknown fault 'unplug'"),
         (["soak", "--duration", "1m", "--faults", "kill-worker"], "kill-worker needs a standalone master"),
+        (["soak", "--duration", "1m", "--faults", "restart-hdfs"],
+         "--faults restart-hdfs needs the checkpoint on the soak's own HDFS: add --hdfs (it runs hdfs://127.0.0.1:8020)"),
+        (["soak", "--duration", "1m", "--faults", "restart-hdfs", "--hdfs", "--hdfs-port", "18020", "--checkpoint",
+          "hdfs://127.0.0.1:8020/soak"], "--faults restart-hdfs needs the checkpoint on the soak's own HDFS"
+                                         " (hdfs://127.0.0.1:18020), not --checkpoint hdfs://127.0.0.1:8020/soak"),
+        (["soak", "--duration", "1m", "--checkpoint", "ftp://host/ckpt"], "--checkpoint ftp://host/ckpt: unsupported scheme 'ftp'"),
         (["soak", "--duration", "1m", "--max-faults", "0"], "--max-faults: must be at least 1"),
         (["soak", "--duration", "1m", "--brokers", "3", "--port", "9800", "--metrics-port", "9900"],
          "--metrics-port 9900: the soak serves /metrics on 9900-9902, and 9900 is the cluster's controller port of node 1"),

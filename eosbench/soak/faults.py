@@ -67,6 +67,19 @@ def wait_fully_replicated(soak: Soak) -> None:
         soak.say(f"still under-replicated: {', '.join(lagging[:5])}{' …' if len(lagging) > 5 else ''}")
 
 
+def wait_every_partition_committed(soak: Soak) -> None:
+    """Before deleting the checkpoint, let the sink commit on every input partition at least once.
+
+    Without a checkpoint the job resumes from the group's offsets, and it refuses a partition that
+    holds records but has no offset (it cannot tell "never committed" from "offsets expired").
+    On a standalone cluster the first batch's tasks finish far apart, so the gate could open, and
+    the checkpoint go, while one partition's first transaction was still running.
+    """
+    if not soak.wait_for(lambda: not soak.sampler.uncommitted_partitions(), soak.options.recovery_timeout_s,
+                         "a committed offset on every input partition"):
+        soak.say(f"input partitions without a committed offset: {soak.sampler.uncommitted_partitions()}")
+
+
 def broker_target(soak: Soak, occurrence: int) -> int:
     """A broker to break: on a cluster, alternately the transaction coordinator's leader and an output leader."""
     nodes = soak.cluster.running_nodes()
@@ -149,7 +162,7 @@ def pause_broker(soak: Soak, occurrence: int) -> str:
     return f"SIGSTOP broker node {node} (pid {pid}) for {pause_s:g} s (> delivery.timeout.ms), then SIGCONT"
 
 
-@fault_kind("delete-checkpoint")
+@fault_kind("delete-checkpoint", prepare=wait_every_partition_committed)
 def delete_checkpoint(soak: Soak, occurrence: int) -> str:
     """SIGKILL the driver, delete its checkpoint (on any Hadoop file system), and restart it from the group's offsets."""
     soak.pipeline.stream.kill(signal.SIGKILL)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+import urllib.error
 import urllib.request
 
 from conf.settings import HdfsSettings
@@ -19,6 +21,17 @@ def webhdfs(settings: HdfsSettings, path: str, op: str, method: str = "GET", dat
         location = json.load(reply)["Location"]
     with urllib.request.urlopen(urllib.request.Request(location, data=data, method=method), timeout=30) as reply:
         return reply.read()
+
+
+def wait_readable(settings: HdfsSettings, path: str, timeout_s: float = 30.0) -> None:
+    """Wait until the NameNode can name a DataNode that holds the file's blocks."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            webhdfs(settings, path, "OPEN")
+            return
+        except urllib.error.HTTPError:
+            time.sleep(0.2)
 
 
 def test_hdfs_start_status_restart_namenode_stop(tmp_path):
@@ -45,9 +58,15 @@ def test_hdfs_start_status_restart_namenode_stop(tmp_path):
 
         hdfs = LocalHdfs.from_state_dir(tmp_path)
         webhdfs(hdfs.settings, "/probe/kept", "CREATE", "PUT", b"written before the NameNode died")
+        # The NameNode completes the file's block only once the DataNode reports it (within a
+        # heartbeat); killed before that, it restarts with the file under construction.
+        wait_readable(hdfs.settings, "/probe/kept")
         datanode_pid = hdfs.pid("datanode")
         killed = hdfs.restart_namenode()
         assert hdfs.pid("namenode") not in (None, killed) and hdfs.pid("datanode") == datanode_pid
+        # `start` returned with no block missing, yet WebHDFS may need a moment more to pick the
+        # DataNode (HDFS's own client, Spark's, retries that by itself).
+        wait_readable(hdfs.settings, "/probe/kept")
         assert webhdfs(hdfs.settings, "/probe/kept", "OPEN") == b"written before the NameNode died"
     finally:
         stopped = run_eosbench("hdfs", "stop", *state, timeout=120)

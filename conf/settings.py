@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer
 
 CONF_DIR = Path(__file__).resolve().parent
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -87,6 +87,16 @@ def yaml_error_line(exc: yaml.YAMLError) -> str:
     if context:
         line += f" ({context}" + (f" at {at(context_mark)}" if context_mark else "") + ")"
     return line
+
+
+def validation_error_line(exc: ValidationError) -> str:
+    """The first error of a settings object's validation, as one line naming its flag."""
+    error = exc.errors()[0]
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if not error["loc"]:
+        return message  # a cross-field rule, whose message names its flags
+    field = "--" + "-".join(str(part) for part in error["loc"]).replace("_", "-")
+    return f"{field}: {message}"
 
 
 # --------------------------------------------------------------------------- files the user names
@@ -369,3 +379,68 @@ class SparkClusterSettings(BaseModel):
     def worker_ui_port(self, index: int) -> int:
         """Each worker's web UI port, counting from the master's plus one."""
         return self.master_ui_port + 1 + index
+
+
+# --------------------------------------------------------------------------- local HDFS
+
+DEFAULT_NAMENODE_PORT = 8020
+HDFS_DAEMONS = ("namenode", "datanode")
+
+
+class HdfsPorts(BaseModel):
+    """The loopback ports of the local HDFS, five in a row from the NameNode's RPC port."""
+
+    model_config = ConfigDict(frozen=True)
+
+    namenode: int
+    namenode_http: int
+    datanode: int
+    datanode_http: int
+    datanode_ipc: int
+
+    def of_daemon(self, daemon: str) -> dict[str, int]:
+        """Every port one daemon listens on, by what it serves."""
+        if daemon == "namenode":
+            return {"NameNode RPC port": self.namenode, "NameNode HTTP port": self.namenode_http}
+        return {"DataNode data port": self.datanode, "DataNode HTTP port": self.datanode_http,
+                "DataNode IPC port": self.datanode_ipc}
+
+
+class HdfsSettings(BaseModel):
+    """Shape of the local HDFS (one NameNode, one DataNode) that `eosbench hdfs start` runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    port: int = Field(DEFAULT_NAMENODE_PORT, ge=1024, le=65535 - 4)
+    heap_mb: int = Field(256, ge=128, le=1024)
+    state_dir: Path = Field(default_factory=lambda: eosbench_home() / "hdfs")
+
+    @property
+    def ports(self) -> HdfsPorts:
+        """NameNode RPC on `port`, its HTTP on +1, the DataNode's data, HTTP and IPC on +2, +3, +4."""
+        return HdfsPorts(namenode=self.port, namenode_http=self.port + 1, datanode=self.port + 2,
+                         datanode_http=self.port + 3, datanode_ipc=self.port + 4)
+
+    @property
+    def uri(self) -> str:
+        """The file system's root URI, for fs.defaultFS and for hdfs:// checkpoint paths."""
+        return f"hdfs://127.0.0.1:{self.port}"
+
+    @property
+    def conf_dir(self) -> Path:
+        """The folder of the rendered core-site.xml and hdfs-site.xml (first on each daemon's classpath)."""
+        return self.state_dir / "conf"
+
+    def render_site_files(self) -> dict[str, str]:
+        """Fill conf/hdfs/core-site.xml and hdfs-site.xml for this shape, by file name."""
+        ports = self.ports
+        values = {"state_dir": self.state_dir, "namenode_port": ports.namenode,
+                  "namenode_http_port": ports.namenode_http, "datanode_port": ports.datanode,
+                  "datanode_http_port": ports.datanode_http, "datanode_ipc_port": ports.datanode_ipc}
+        return {name: string.Template((CONF_DIR / "hdfs" / name).read_text()).substitute(values)
+                for name in ("core-site.xml", "hdfs-site.xml")}
+
+
+def hdfs_log4j_config() -> Path:
+    """Return the log4j (reload4j) configuration both HDFS daemons start with."""
+    return CONF_DIR / "hdfs" / "log4j.properties"

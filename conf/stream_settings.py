@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from conf.client_config import PLAINTEXT, ClientConfig, Connection
 from conf.metrics_endpoint import DEFAULT_METRICS_HOST, MetricsTls, metrics_tls
@@ -24,6 +26,40 @@ _JOB_SOURCE_OPTIONS = {"kafka.bootstrap.servers": "--bootstrap-server", "subscri
                        "subscribepattern": "--input-topic", "assign": "--input-topic",
                        "startingoffsets": "--starting-offsets", "kafka.isolation.level": "read_committed, always",
                        "includeheaders": "true, always", "maxoffsetspertrigger": "--max-offsets-per-trigger"}
+# The Hadoop file systems a checkpoint may live on; abfss is abfs over TLS, Azure's usual form.
+CHECKPOINT_SCHEMES = ("file", "hdfs", "s3a", "abfs", "abfss")
+_URI_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*):")
+
+
+def checkpoint_uri(location: str) -> str:
+    """The checkpoint as an absolute Hadoop URI: a bare path is a local folder (file:///<absolute path>).
+
+    Raises SettingsError, in one line, for a scheme no checkpoint may use or a URI Hadoop would
+    read as something else than the folder meant.
+    """
+    scheme = _URI_SCHEME.match(location)
+    if scheme is None:
+        # Hadoop's Path parses this string itself, so the path stays as it is (no percent-encoding).
+        return "file://" + str(Path(location).resolve())
+    if scheme["scheme"].lower() not in CHECKPOINT_SCHEMES:
+        raise SettingsError(f"--checkpoint {location}: unsupported scheme {scheme['scheme']!r} (use a local path"
+                            f" or a {', '.join(name + '://' for name in CHECKPOINT_SCHEMES)} URI)")
+    name, rest = scheme["scheme"].lower(), location[scheme.end():]
+    parts = urlsplit(f"{name}:{rest}")
+    if not rest.startswith("//") or parts.query or parts.fragment:
+        raise SettingsError(f"--checkpoint {location}: not a URI of the form {name}://[authority]/folder")
+    try:
+        _ = parts.port
+    except ValueError:
+        raise SettingsError(f"--checkpoint {location}: the port of {parts.netloc!r} is not a number") from None
+    if parts.path.strip("/") == "":
+        raise SettingsError(f"--checkpoint {location}: names no folder (the checkpoint needs a folder of its own)")
+    if name == "file" and parts.netloc:
+        raise SettingsError(f"--checkpoint {location}: a file URI has no host; write file:///{parts.netloc}{parts.path}"
+                            " for that absolute path, or a bare path for a relative one")
+    if name in ("s3a", "abfs", "abfss") and not parts.netloc:
+        raise SettingsError(f"--checkpoint {location}: names no {'bucket' if name == 's3a' else 'container'}")
+    return f"{name}:{rest}"  # Hadoop looks file systems up by the scheme in lower case
 
 
 class StreamSettings(BaseModel):
@@ -41,7 +77,7 @@ class StreamSettings(BaseModel):
     sink_client: SinkClient | None = None  # None: librdkafka, or kafka-python with pre-registration
     process: Process = "passthrough"
     trigger: str = "available-now"
-    checkpoint: Path | None = None
+    checkpoint: str | None = None  # a Hadoop URI or a local path (checkpoint_uri)
     starting_offsets: StartingOffsets = "earliest"
     max_offsets_per_trigger: int | None = None
     dead_letter_topic: str | None = None
@@ -62,6 +98,11 @@ class StreamSettings(BaseModel):
     visibility_log: Path | None = None  # implies observe_visibility
     # --command-config, read once (settings_from_args): how every client of the job connects.
     client_config: ClientConfig = PLAINTEXT
+
+    @field_validator("checkpoint", mode="before")
+    @classmethod
+    def _path_as_text(cls, value):
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
 
     @model_validator(mode="after")
     def _rules(self) -> StreamSettings:
@@ -88,6 +129,7 @@ class StreamSettings(BaseModel):
         if self.metrics_linger is not None and self.metrics_linger < 0:
             raise SettingsError("--metrics-linger must be at least 0 seconds")
         _ = self.metrics_tls  # refuses a half-given or missing certificate before the run
+        _ = self.checkpoint_uri  # refuses a scheme or URI no checkpoint may use
         parse_kv_pairs(list(self.producer_props))
         for name in self.extra_source_options():
             if name.lower() in _JOB_SOURCE_OPTIONS:
@@ -126,9 +168,9 @@ class StreamSettings(BaseModel):
         return self.observe_visibility or self.visibility_log is not None
 
     @property
-    def checkpoint_dir(self) -> Path:
-        """The checkpoint folder (default: ./checkpoints/<app-id>)."""
-        return self.checkpoint or Path("checkpoints") / self.app_id
+    def checkpoint_uri(self) -> str:
+        """The checkpoint folder as an absolute Hadoop URI (default: ./checkpoints/<app-id>, local)."""
+        return checkpoint_uri(self.checkpoint or str(Path("checkpoints") / self.app_id))
 
     @property
     def group_id(self) -> str:

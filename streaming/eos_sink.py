@@ -21,7 +21,7 @@ from dataclasses import replace
 from conf.client_log import CLIENT_LOG
 from conf.failures import AuthorizationFailure, java_authorization_failure
 from conf.stream_settings import StreamSettings
-from streaming.checkpoint import batch_end_offsets, batch_start_offsets, pending_batch
+from streaming.checkpoint import CheckpointLog
 from streaming.interruption import stop_kept_short
 from streaming.process import arrow_columns, source_columns
 from streaming.sink_group import (
@@ -116,7 +116,8 @@ class TransactionalSink:
             memberless.close()
         self.fault = os.environ.get("EOSBENCH_FAULT") or None
         self._check_speculation_off()
-        self._pending_batch = pending_batch(settings.checkpoint_dir)  # read before the query starts
+        self.checkpoint = CheckpointLog(spark, settings.checkpoint_uri)
+        self._pending_batch = self.checkpoint.pending_batch()  # read before the query starts
         # The driver's transactions (empty slices, batch scope, the keeper) share the driver's cached
         # producers; one lock serialises them, and the keeper never runs while a batch does.
         self.lock = threading.Lock()
@@ -140,15 +141,15 @@ class TransactionalSink:
 
     def plan(self, batch_id: int) -> TaskPlan:
         """The closure shipped to this batch's tasks."""
-        checkpoint, topic = self.settings.checkpoint_dir, self.settings.input_topic
+        topic = self.settings.input_topic
         return TaskPlan(
             app_id=self.settings.app_id, output_topic=self.settings.output_topic,
             dead_letter_topic=self.settings.dead_letter, process=self.settings.process,
             producer_config=self.settings.producer_config(), group_metadata=self.group_metadata,
-            end_offsets=batch_end_offsets(checkpoint, batch_id, topic),
+            end_offsets=self.checkpoint.batch_end_offsets(batch_id, topic),
             max_retries=self.settings.max_retries, pre_register=self.settings.pre_register_partitions,
             batch_id=batch_id, fault=self.fault, txn_scope=self.settings.txn_scope,
-            start_offsets=batch_start_offsets(checkpoint, batch_id, topic),
+            start_offsets=self.checkpoint.batch_start_offsets(batch_id, topic),
             replayed=0 < batch_id == self._pending_batch, sink_client=self.settings.client,
         )
 

@@ -30,7 +30,8 @@ try:
     from conf.client_config import COMMAND_CONFIG_HELP, ClientConfig  # noqa: E402
     from conf.failures import AuthorizationFailure, java_authorization_failure  # noqa: E402
     from conf.metrics_endpoint import add_metrics_tls_arguments, metrics_url  # noqa: E402
-    from conf.settings import DEFAULT_BOOTSTRAP, STDOUT, SettingsError, linger_for_final_scrape  # noqa: E402
+    from conf.settings import (DEFAULT_BOOTSTRAP, STDOUT, SettingsError, linger_for_final_scrape,  # noqa: E402
+                               validation_error_line)
     from conf.stream_settings import StreamSettings  # noqa: E402
     from streaming.stats import BatchStats, histogram_percentile  # noqa: E402
 except ImportError as missing:  # spark-submit ran the driver on a Python without eosbench's packages
@@ -64,7 +65,9 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--process", choices=("passthrough", "checksum", "enrich"), default="passthrough",
                         help="what each record goes through on its way (default: %(default)s)")
     parser.add_argument("--trigger", default="available-now", help="available-now, or an interval such as '1 second'")
-    parser.add_argument("--checkpoint", type=Path, help="checkpoint folder (default: checkpoints/<app-id>)")
+    parser.add_argument("--checkpoint", metavar="URI",
+                        help="the query's checkpoint folder: a local path, or a file://, hdfs://, s3a:// or abfs:// URI"
+                             " (default: checkpoints/<app-id>)")
     parser.add_argument("--starting-offsets", choices=("earliest", "latest", "group"), default="earliest",
                         help="group: resume from the sink's committed group offsets (a lost checkpoint)")
     parser.add_argument("--max-offsets-per-trigger", type=int, help="cap each micro-batch (default: no cap)")
@@ -113,16 +116,16 @@ def settings_from_args(args: argparse.Namespace) -> StreamSettings:
 # ----------------------------------------------------------------------------- source
 
 
-def starting_offsets(settings: StreamSettings) -> str:
+def starting_offsets(spark, settings: StreamSettings) -> str:
     """The source's startingOffsets; `group` is rebuilt from the sink group's committed offsets.
 
     Spark uses startingOffsets only for a query that has not started before: with the query's
     initial offsets in the checkpoint, it resumes from the checkpoint and ignores them.
     """
-    from streaming.checkpoint import initial_offsets
+    from streaming.checkpoint import CheckpointLog
     from streaming.sink_group import group_starting_offsets
 
-    if settings.starting_offsets != "group" or initial_offsets(settings.checkpoint_dir):
+    if settings.starting_offsets != "group" or CheckpointLog(spark, settings.checkpoint_uri).initial_offsets():
         return "earliest" if settings.starting_offsets == "group" else settings.starting_offsets
     return group_starting_offsets(settings.connection, settings.group_id, settings.input_topic,
                                   [settings.output_topic, settings.dead_letter])
@@ -136,7 +139,7 @@ def source(spark, settings: StreamSettings):
               .option("kafka.bootstrap.servers", settings.bootstrap_server)
               .option("subscribe", settings.input_topic)
               .option("kafka.isolation.level", "read_committed")
-              .option("startingOffsets", starting_offsets(settings))
+              .option("startingOffsets", starting_offsets(spark, settings))
               .option("includeHeaders", "true"))
     if settings.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)
@@ -200,10 +203,11 @@ class _ProgressWatcher:
     without bound.
     """
 
-    def __init__(self, query, settings: StreamSettings, metrics, interval_s: float = 1.0):
+    def __init__(self, query, checkpoint, settings: StreamSettings, metrics, interval_s: float = 1.0):
         import threading
 
         self.query, self.settings, self.metrics, self.interval_s = query, settings, metrics, interval_s
+        self.checkpoint = checkpoint  # streaming/checkpoint.py's CheckpointLog of the query
         self._last_batch_id = -1
         self._initial: dict | None = None
         self._lag_reader = None
@@ -224,10 +228,8 @@ class _ProgressWatcher:
         return new[::-1]
 
     def _sweep(self) -> None:
-        from streaming.checkpoint import initial_offsets
-
         if not self._initial:  # written once, when the query starts
-            self._initial = initial_offsets(self.settings.checkpoint_dir)
+            self._initial = self.checkpoint.initial_offsets()
         for report in self._new_progress_reports():
             self.metrics.progress(report, self._initial)
         if self._lag_reader is None:
@@ -324,6 +326,7 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     demo publishes its verify result) passes its own StreamMetrics, already serving.
     """
     from streaming.baseline_sinks import AtLeastOnceKafkaSink, IdempotentDeltaSink
+    from streaming.checkpoint import CheckpointLog
     from streaming.eos_sink import TransactionalSink
 
     summary = StreamSummary()
@@ -350,7 +353,7 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
             "kafka-alo": lambda: AtLeastOnceKafkaSink(settings, batch_done),
             "delta": lambda: IdempotentDeltaSink(settings, batch_done)}[settings.sink]()
     writer = (source(spark, settings).writeStream.foreachBatch(sink)
-              .option("checkpointLocation", str(settings.checkpoint_dir.resolve()))
+              .option("checkpointLocation", settings.checkpoint_uri)
               .queryName(settings.app_id))
     writer = writer.trigger(availableNow=True) if settings.trigger == "available-now" \
         else writer.trigger(processingTime=settings.trigger)
@@ -363,7 +366,8 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
             if observer:
                 observer.stop(wait_s=0)
             raise
-        watcher = _ProgressWatcher(query, settings, metrics) if metrics else None
+        watcher = _ProgressWatcher(query, CheckpointLog(spark, settings.checkpoint_uri), settings, metrics) \
+            if metrics else None
         try:
             if settings.trigger == "available-now" or settings.timeout_s is None:
                 query.awaitTermination()
@@ -412,6 +416,8 @@ def python_locations(spark) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """spark-submit entry point."""
+    from pydantic import ValidationError
+
     from streaming.session import build_spark_session
 
     parser = argparse.ArgumentParser(prog="streaming/job.py", description=__doc__.splitlines()[0])
@@ -419,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = settings_from_args(args)
+    except ValidationError as exc:
+        parser.exit(2, f"{parser.prog}: error: {validation_error_line(exc)}\n")
     except ValueError as exc:
         parser.exit(2, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
     spark = build_spark_session(f"eosbench-stream-{settings.app_id}")

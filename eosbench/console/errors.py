@@ -19,7 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from conf.failures import EnvironmentFailure, RunFailed, kafka_failure, kafka_reason
-from conf.settings import SettingsError, yaml_error_line
+from conf.settings import SettingsError, validation_error_line, yaml_error_line
 
 EXIT_CHECK_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -95,7 +95,7 @@ def classify_failure(exc: Exception) -> tuple[int | None, str]:
     environment, a YAML error with its place.
     """
     if isinstance(exc, ValidationError):
-        return EXIT_BAD_INPUT, _first_validation_error(exc)
+        return EXIT_BAD_INPUT, validation_error_line(exc)
     for kind, exit_code in EXIT_CODES.items():
         if isinstance(exc, kind):
             return exit_code, _first_line(exc)
@@ -190,13 +190,3 @@ def _java_error_line(text: str) -> str:
         if re.match(r"^(: )?[\w.$]+(Exception|Error)\b", line.strip()):
             return line.strip().removeprefix(": ")
     return text.strip().splitlines()[0] if text.strip() else "unknown error"
-
-
-def _first_validation_error(exc: ValidationError) -> str:
-    """The first error of a settings object's validation, as one line naming its flag."""
-    error = exc.errors()[0]
-    message = str(error["msg"]).removeprefix("Value error, ")
-    if not error["loc"]:
-        return message  # a cross-field rule, whose message names its flags
-    field = "--" + "-".join(str(part) for part in error["loc"]).replace("_", "-")
-    return f"{field}: {message}"

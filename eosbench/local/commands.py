@@ -1,4 +1,4 @@
-"""The local infrastructure's commands (broker, topics, setup, prometheus, cluster), each one's arguments by its handler."""
+"""The local infrastructure's commands (broker, topics, setup, prometheus, cluster, hdfs), each one's arguments by its handler."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from conf.settings import DEFAULT_CLIENT_PORT, ClusterSettings, eosbench_home
-from eosbench.console.arguments import bootstrap_flag, kafka_connection, positive_int, state_dir_flag
+from conf.settings import DEFAULT_CLIENT_PORT, DEFAULT_NAMENODE_PORT, ClusterSettings, HdfsSettings, eosbench_home
+from eosbench.console.arguments import OneLineArgumentParser, bootstrap_flag, kafka_connection, positive_int, state_dir_flag
 from eosbench.console.errors import EXIT_CHECK_FAILED, BadInput, EnvironmentProblem
 
 
@@ -297,3 +297,61 @@ def cmd_cluster(args: argparse.Namespace) -> int:
             print(f"{daemon.name:10} {'up, pid ' + str(daemon.pid) if daemon.pid else 'down'}  port {daemon.port}")
         return 0 if all(d.pid for d in daemons) else EXIT_CHECK_FAILED
     return 0
+
+
+def add_hdfs_parser(commands) -> None:
+    """`eosbench hdfs start|status|stop`: the local HDFS (one NameNode, one DataNode)."""
+    state_dir = OneLineArgumentParser(add_help=False)
+    state_dir.add_argument("--hdfs-state-dir", metavar="DIR", type=Path, default=eosbench_home() / "hdfs",
+                           help="configuration, storage, logs and pid files (default: %(default)s)")
+    hdfs = commands.add_parser("hdfs", help="run a real local HDFS (a NameNode and a DataNode) on loopback")
+    hdfs_commands = hdfs.add_subparsers(dest="hdfs_command", required=True, metavar="ACTION")
+    start = hdfs_commands.add_parser("start", parents=[state_dir],
+                                     help="start both daemons (formatting on first start), wait until writable,"
+                                          " print the hdfs:// URI")
+    start.add_argument("--port", type=int, default=DEFAULT_NAMENODE_PORT, metavar="PORT",
+                       help="the NameNode's RPC port; its HTTP is on PORT+1, the DataNode's data, HTTP and IPC"
+                            " ports on PORT+2..4 (default: %(default)s)")
+    start.add_argument("--heap-mb", type=int, default=256, metavar="MB", help="heap of each daemon (128-1024, default: 256)")
+    start.add_argument("--fresh", action="store_true", help="wipe any existing HDFS data first")
+    hdfs_commands.add_parser("status", parents=[state_dir], help="show what is running (exit 1 unless writable)")
+    hdfs_commands.add_parser("stop", parents=[state_dir], help="stop both daemons (idempotent)")
+
+
+def cmd_hdfs(args: argparse.Namespace) -> int:
+    """Handle `eosbench hdfs start|status|stop`."""
+    from eosbench.local.hdfs import LocalHdfs
+
+    if args.hdfs_command == "start":
+        settings = HdfsSettings(port=args.port, heap_mb=args.heap_mb, state_dir=args.hdfs_state_dir)
+        print(f"eosbench: starting HDFS from {settings.state_dir}", file=sys.stderr)
+        seconds = LocalHdfs(settings).start(fresh=args.fresh)
+        print(f"eosbench: HDFS ready in {seconds:.1f} s (a live DataNode, out of safe mode)", file=sys.stderr)
+        print(settings.uri)
+        return 0
+    hdfs = LocalHdfs.from_state_dir(args.hdfs_state_dir)
+    if args.hdfs_command == "stop":
+        stopped = hdfs.stop() if hdfs else 0
+        print(f"stopped {stopped} HDFS daemon(s)" if stopped else "no HDFS daemon running")
+        return 0
+    if hdfs is None:
+        print(f"stopped (no HDFS was ever started from {args.hdfs_state_dir})")
+        return EXIT_CHECK_FAILED
+    return _print_hdfs_status(hdfs)
+
+
+def _print_hdfs_status(hdfs) -> int:
+    ports = hdfs.settings.ports
+    for daemon in hdfs.status():
+        state = "up" if daemon.pid and daemon.listening else ("starting" if daemon.pid else "down")
+        print(f"{daemon.name}\t{state}\tpid {daemon.pid or '-'}\t127.0.0.1:{daemon.port}")
+    view = hdfs.namenode_view()
+    if view is None:
+        print("hdfs: stopped" if not any(d.pid for d in hdfs.status()) else "hdfs: the NameNode does not answer")
+        return EXIT_CHECK_FAILED
+    writable = view.live_datanodes >= 1 and not view.safe_mode
+    print(f"hdfs: {'running' if writable else 'degraded'}, {view.live_datanodes}/1 DataNode live,"
+          f" safe mode {'on' if view.safe_mode else 'off'}, {view.files_and_dirs} files and folders"
+          f" (metrics http://127.0.0.1:{ports.namenode_http}/jmx)")
+    print(f"uri: {hdfs.uri}")
+    return 0 if writable else EXIT_CHECK_FAILED

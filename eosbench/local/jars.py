@@ -73,13 +73,17 @@ def artifact_name(jar_file_name: str) -> str:
     return match.group("artifact") if match else jar_file_name.removesuffix(".jar")
 
 
-def pyspark_bundled_artifacts() -> set[str]:
-    """Return the artifact names of the jars that the installed PySpark ships."""
+def pyspark_jars_dir() -> Path:
+    """Return the folder of the jars that the installed PySpark ships (Spark's, Hadoop's client, ...)."""
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.submodule_search_locations:
         raise EnvironmentProblem("pyspark is not installed in this interpreter; run `make setup`")
-    jars = Path(next(iter(spec.submodule_search_locations))) / "jars"
-    return {artifact_name(jar.name) for jar in jars.glob("*.jar")}
+    return Path(next(iter(spec.submodule_search_locations))) / "jars"
+
+
+def pyspark_bundled_artifacts() -> set[str]:
+    """Return the artifact names of the jars that the installed PySpark ships."""
+    return {artifact_name(jar.name) for jar in pyspark_jars_dir().glob("*.jar")}
 
 
 def _maven_command(pom: Path, output_dir: Path, transitive: bool) -> list[str]:

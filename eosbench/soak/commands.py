@@ -57,6 +57,17 @@ def add_soak_parser(commands) -> None:
                       help="the report, logs and checkpoint go to <DIR>/soak/<run id>")
     # The old spelling named the run's own folder; kept hidden for a release, with that meaning.
     soak.add_argument("--output-dir", type=Path, help=argparse.SUPPRESS)
+    soak.add_argument("--checkpoint", metavar="URI",
+                      help="the folder that holds the stream's checkpoint (checkpoint-<run id> in it): a path or a"
+                           " Hadoop URI such as hdfs://127.0.0.1:8020/soak (default: the run's folder; with --hdfs,"
+                           " /eosbench/soak on that HDFS)")
+    soak.add_argument("--hdfs", action="store_true",
+                      help="run the soak's own HDFS as `eosbench hdfs start` does (started if not running, stopped"
+                           " at the end if the soak started it) and keep the checkpoint on it; needed by restart-hdfs")
+    soak.add_argument("--hdfs-port", type=int, default=defaults.hdfs_port, metavar="PORT",
+                      help="with --hdfs: its NameNode's RPC port, as `eosbench hdfs start --port` (default: %(default)s)")
+    soak.add_argument("--hdfs-state-dir", type=Path, metavar="DIR",
+                      help="with --hdfs: its folder, as `eosbench hdfs --hdfs-state-dir` (default: ~/.cache/eosbench/hdfs)")
     soak.add_argument("--max-faults", type=positive_int,
                       help="end after this many faults, or at --duration if that comes first (default: no limit)")
 
@@ -79,7 +90,8 @@ def cmd_soak(args: argparse.Namespace) -> int:
         abort_ratio=args.transaction_abort_ratio, partitions=args.partitions, gate_records=args.gate_records,
         delivery_timeout_ms=args.delivery_timeout_ms, metrics_port=args.metrics_port,
         results_dir=args.results_dir, output_dir=args.output_dir,
-        max_faults=args.max_faults, security=args.security, command_config=args.command_config)
+        max_faults=args.max_faults, security=args.security, command_config=args.command_config,
+        checkpoint=args.checkpoint, hdfs=args.hdfs, hdfs_port=args.hdfs_port, hdfs_state_dir=args.hdfs_state_dir)
     soak = Soak(options)
     interrupt_on_stop_signals()  # a SIGTERM still stops the children and writes the report
     report = soak.run()

@@ -7,7 +7,7 @@ seeded round robin all read FAULTS, in the order the functions stand below.
 
 from __future__ import annotations
 
-import shutil
+import random
 import signal
 import time
 from collections.abc import Callable
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from eosbench.console.errors import BadInput, EnvironmentProblem
+from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.kafka_admin import cluster_metadata, under_replicated
 from eosbench.local.processes import command_line, descendants, proc_stat, send_signal
 
@@ -67,6 +68,19 @@ def wait_fully_replicated(soak: Soak) -> None:
         soak.say(f"still under-replicated: {', '.join(lagging[:5])}{' …' if len(lagging) > 5 else ''}")
 
 
+def wait_every_partition_committed(soak: Soak) -> None:
+    """Before deleting the checkpoint, let the sink commit on every input partition at least once.
+
+    Without a checkpoint the job resumes from the group's offsets, and it refuses a partition that
+    holds records but has no offset (it cannot tell "never committed" from "offsets expired").
+    On a standalone cluster the first batch's tasks finish far apart, so the gate could open, and
+    the checkpoint go, while one partition's first transaction was still running.
+    """
+    if not soak.wait_for(lambda: not soak.sampler.uncommitted_partitions(), soak.options.recovery_timeout_s,
+                         "a committed offset on every input partition"):
+        soak.say(f"input partitions without a committed offset: {soak.sampler.uncommitted_partitions()}")
+
+
 def broker_target(soak: Soak, occurrence: int) -> int:
     """A broker to break: on a cluster, alternately the transaction coordinator's leader and an output leader."""
     nodes = soak.cluster.running_nodes()
@@ -87,6 +101,16 @@ def needs_standalone_master(options: SoakOptions) -> None:
     """Refuse a fault of the standalone cluster's daemons on a local master."""
     if not options.master.startswith("spark://"):
         raise BadInput("--faults kill-worker needs a standalone master (--master spark://…, see `eosbench cluster start`)")
+
+
+def checkpoint_on_soak_hdfs(options: SoakOptions) -> None:
+    """Refuse restart-hdfs unless the checkpoint is on the HDFS the soak runs (--hdfs)."""
+    uri = options.hdfs_settings.uri
+    if not options.hdfs:
+        raise BadInput(f"--faults restart-hdfs needs the checkpoint on the soak's own HDFS: add --hdfs (it runs {uri})")
+    if options.checkpoint and not (options.checkpoint + "/").startswith(uri + "/"):
+        raise BadInput(f"--faults restart-hdfs needs the checkpoint on the soak's own HDFS ({uri}),"
+                       f" not --checkpoint {options.checkpoint}")
 
 
 @fault_kind("kill-driver")
@@ -143,11 +167,11 @@ def pause_broker(soak: Soak, occurrence: int) -> str:
     return f"SIGSTOP broker node {node} (pid {pid}) for {pause_s:g} s (> delivery.timeout.ms), then SIGCONT"
 
 
-@fault_kind("delete-checkpoint", spark_only=True)
+@fault_kind("delete-checkpoint", prepare=wait_every_partition_committed, spark_only=True)
 def delete_checkpoint(soak: Soak, occurrence: int) -> str:
-    """SIGKILL the driver, delete its checkpoint, and restart it from the sink group's offsets."""
+    """SIGKILL the driver, delete its checkpoint (on any Hadoop file system), and restart it from the group's offsets."""
     soak.pipeline.stream.kill(signal.SIGKILL)
-    shutil.rmtree(soak.pipeline.checkpoint, ignore_errors=True)
+    fs_shell("-rm", "-r", "-f", soak.pipeline.checkpoint)
     soak.pipeline.start(soak.pipeline.stream)
     return "SIGKILL driver, deleted the checkpoint, restarted with --starting-offsets group"
 
@@ -167,6 +191,18 @@ def kill_worker(soak: Soak, occurrence: int) -> str:
     time.sleep(2)
     soak.spark_cluster.start()
     return f"SIGKILL Spark worker-{worker} (pid {pid}); restarted"
+
+
+@fault_kind("restart-hdfs", check=checkpoint_on_soak_hdfs, spark_only=True)
+def restart_hdfs(soak: Soak, occurrence: int) -> str:
+    """SIGKILL the HDFS NameNode that holds the checkpoint, restart it after a short seeded pause.
+
+    The driver's next checkpoint write fails (or waits out the outage): the query stops and the
+    soak restarts the stream, which resumes from the checkpoint the NameNode replayed.
+    """
+    pause_s = round(random.Random(f"{soak.options.seed}:restart-hdfs:{occurrence}").uniform(1.0, 5.0), 1)
+    pid = soak.hdfs.restart_namenode(pause_s)
+    return f"SIGKILL HDFS NameNode pid {pid}; restarted after {pause_s:g} s"
 
 
 FAULT_KINDS = tuple(FAULTS)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from conf.settings import ClusterSettings
+from conf.settings import DEFAULT_NAMENODE_PORT, ClusterSettings, HdfsSettings
+from conf.stream_settings import checkpoint_uri
 from eosbench.console.errors import BadInput
 from eosbench.soak.faults import FAULT_KINDS, FAULTS
 
@@ -46,6 +47,21 @@ class SoakOptions:
     security: str = "plaintext"  # the soak's local cluster: plaintext or sasl-ssl
     command_config: Path | None = None  # the pipeline's client settings (default: the cluster's own, admin if secured)
     pipeline: str = "spark"  # what copies input to output: the Spark job, or Kafka's TransactionalMessageCopier
+    checkpoint: str | None = None  # the folder (a path or Hadoop URI) that holds the run's checkpoint-<run id>
+    hdfs: bool = False  # run the soak's own HDFS (`eosbench hdfs`) and keep the checkpoint there
+    hdfs_port: int = DEFAULT_NAMENODE_PORT
+    hdfs_state_dir: Path | None = None
+
+    @property
+    def hdfs_settings(self) -> HdfsSettings:
+        """The shape of the soak's own HDFS (meaningful with --hdfs)."""
+        return HdfsSettings(port=self.hdfs_port, **({"state_dir": self.hdfs_state_dir} if self.hdfs_state_dir else {}))
+
+    def checkpoint_folder(self, output_dir: Path) -> str:
+        """Where the run's checkpoint folder goes: --checkpoint, else the soak's HDFS with --hdfs, else the run's folder."""
+        if self.checkpoint:
+            return self.checkpoint.rstrip("/")
+        return f"{self.hdfs_settings.uri}/eosbench/soak" if self.hdfs else str(output_dir)
 
     def validate(self) -> None:
         """Raise BadInput (one line) for a soak that cannot run as asked."""
@@ -61,6 +77,8 @@ class SoakOptions:
         for kind in self.faults:
             if FAULTS[kind].check:
                 FAULTS[kind].check(self)
+        if self.checkpoint:
+            checkpoint_uri(self.checkpoint)  # a scheme no checkpoint may use fails here, in one line
         if self.duration_s <= 0:
             raise BadInput("--duration must be positive")
         cluster_ports = {port: f"{role} of node {node.node_id}"

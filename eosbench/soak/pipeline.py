@@ -24,6 +24,7 @@ from confluent_kafka import Producer
 from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.settings import console_log4j_config
+from conf.stream_settings import checkpoint_uri
 from eosbench.console.errors import EnvironmentProblem
 from eosbench.local.jars import resolve_bundle, transactional_copier_command
 from eosbench.local.processes import Child
@@ -46,7 +47,8 @@ class Pipeline:
         self.dead_letter_topic = f"{self.output_topic}.dlq"
         self.app_id = f"soak-{run_id}"
         self.producer_id = f"soak.{run_id}.producer"
-        self.checkpoint = output_dir / f"checkpoint-{run_id}"
+        # A Hadoop URI wherever it lives: the driver and faults.py's FsShell read and delete it by it.
+        self.checkpoint = checkpoint_uri(f"{options.checkpoint_folder(output_dir)}/checkpoint-{run_id}")
         self.visibility_log = output_dir / VISIBILITY_LOG  # every launch of the stream appends to it
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
         self.producer = Child("producer", output_dir / "logs", env)
@@ -81,7 +83,7 @@ class Pipeline:
         return [*submit, str(Path(job.__file__)),
                 "--input-topic", self.input_topic, "--output-topic", self.output_topic,
                 "--bootstrap-server", str(self.bootstrap), *connection(self.bootstrap).tool_arguments(),
-                "--app-id", self.app_id, "--checkpoint", str(self.checkpoint),
+                "--app-id", self.app_id, "--checkpoint", self.checkpoint,
                 "--trigger", "1 second", "--starting-offsets", "group",
                 "--max-offsets-per-trigger", str(o.max_offsets_per_trigger),
                 "--metrics-port", str(o.metrics_port + 1), "--metrics-linger", "0",

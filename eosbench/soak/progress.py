@@ -35,6 +35,7 @@ class ProgressSampler:
         self._consumer = Consumer(self._config, logger=CLIENT_LOG)
         self._last_change = time.monotonic()
         self._partitions = [TopicPartition(topic, p) for p in range(partitions)]
+        self._uncommitted = list(range(partitions))
         self._started = started
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -48,6 +49,7 @@ class ProgressSampler:
             except Exception:  # the broker is down or paused: a gap in the timeline, not an error
                 continue
             total = sum(max(0, tp.offset) for tp in committed)
+            uncommitted = [tp.partition for tp in committed if tp.offset < 0]
             if not self.samples or total != self.samples[-1][1]:
                 self._last_change = time.monotonic()
             elif time.monotonic() - self._last_change > STALE_AFTER_S:
@@ -58,11 +60,17 @@ class ProgressSampler:
                 self._last_change = time.monotonic()
             with self._lock:
                 self.samples.append((time.monotonic() - self._started, total))
+                self._uncommitted = uncommitted
 
     def processed(self) -> int:
         """The latest committed total (0 before the first sample)."""
         with self._lock:
             return self.samples[-1][1] if self.samples else 0
+
+    def uncommitted_partitions(self) -> list[int]:
+        """The input partitions on which the sink group has no committed offset yet (at the latest sample)."""
+        with self._lock:
+            return list(self._uncommitted)
 
     def rate(self, since_s: float, until_s: float) -> float | None:
         """Records per second between two moments (None without two samples in between)."""

@@ -36,6 +36,7 @@ from conf.failures import kafka_reason
 from conf.settings import ClusterSettings, SparkClusterSettings
 from eosbench.console.errors import EnvironmentProblem
 from eosbench.local.broker import LocalCluster
+from eosbench.local.hdfs import LocalHdfs
 from eosbench.local.kafka_admin import create_topic
 from eosbench.local.processes import Child
 from eosbench.local.spark_cluster import StandaloneCluster
@@ -67,6 +68,7 @@ class Soak:
         self.bootstrap: str | Connection = self.cluster.settings.bootstrap_servers
         self.spark_cluster = (StandaloneCluster.from_state_dir(options.spark_state_dir or SparkClusterSettings().state_dir)
                               if options.master.startswith("spark://") else None)
+        self.hdfs = LocalHdfs(options.hdfs_settings) if options.hdfs else None
         self.metrics = SoakMetrics(self.run_id)
         self.report = SoakReport(self.run_id, {k: str(v) for k, v in asdict(options).items()}, time.time())
         self.started = time.monotonic()
@@ -81,13 +83,16 @@ class Soak:
         o, p = self.options, self.pipeline
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.say(f"soak {self.run_id}: {o.duration_s:g} s, faults {', '.join(o.faults)}, {o.brokers} broker(s),"
-                 f" master {o.master}; report in {self.output_dir}")
+                 f" master {o.master}, checkpoint {self.pipeline.checkpoint}; report in {self.output_dir}")
         started_cluster = not self.cluster.running_nodes()  # a cluster the soak starts, it stops
         self.cluster.start()
         self.bootstrap = self.pipeline.bootstrap = (
             self.client_config.connection(self.cluster.settings.bootstrap_servers) if self.options.command_config
             else self.cluster.connection)
+        started_hdfs = bool(self.hdfs) and not any(daemon.pid for daemon in self.hdfs.status())  # so with HDFS
         try:
+            if self.hdfs:
+                self.hdfs.start()
             if self.spark_cluster:
                 self.spark_cluster.start()
             replication = min(3, o.brokers)
@@ -131,6 +136,8 @@ class Soak:
             write_report(self.report, self.output_dir)
             if started_cluster:
                 self.cluster.stop()
+            if started_hdfs:
+                self.hdfs.stop()
         return self.report
 
     # ------------------------------------------------------------------ rounds

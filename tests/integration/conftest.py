@@ -2,8 +2,9 @@
 
 The test broker listens on 19092 (controller 19192, JMX exporter 19292) with its state in a
 pytest temp folder, so a user's own `eosbench broker start` on 9092 is left alone. The secured
-broker (SASL_SSL, SCRAM-SHA-512, ACLs) listens on 19492 (19592, 19692), and the Spark standalone
-cluster on 17177 (UI 18180); each starts only when a test asks for it.
+broker (SASL_SSL, SCRAM-SHA-512, ACLs) listens on 19492 (19592, 19692), the Spark standalone
+cluster on 17177 (UI 18180), and the HDFS on 18020 (NameNode RPC; its HTTP and the DataNode's ports
+on 18021-18024); each starts only when a test asks for it.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from conf.settings import ClusterSettings, SparkClusterSettings
+from conf.settings import ClusterSettings, HdfsSettings, SparkClusterSettings
 from eosbench.local.broker import LocalCluster
 from eosbench.local.executor_env import ExecutorEnvironment, executor_environment
+from eosbench.local.hdfs import LocalHdfs
 from eosbench.local.kafka_admin import create_topic
 from eosbench.local.spark import spark_session
 from eosbench.local.spark_cluster import StandaloneCluster
@@ -26,6 +28,7 @@ SECURED_TEST_BROKER_PORT = 19492
 # The soak's own standalone cluster (test_soak.py) uses 17077/18080: a worker fault there must
 # not touch this one.
 STANDALONE_MASTER_PORT, STANDALONE_UI_PORT = 17177, 18180
+TEST_HDFS_PORT = 18020
 
 
 def pytest_collection_modifyitems(items):
@@ -86,6 +89,19 @@ def secured_topic(secured_cluster: LocalCluster) -> Callable[..., str]:
         return name
 
     return create
+
+
+@pytest.fixture(scope="session")
+def hdfs_cluster(tmp_path_factory) -> Iterator[LocalHdfs]:
+    """A real HDFS (one NameNode, one DataNode, 256 MB heaps), started once and stopped at the end of the session.
+
+    `hdfs_cluster.uri` is hdfs://127.0.0.1:18020; `hdfs_cluster.restart_namenode()` SIGKILLs the
+    NameNode and brings it back. A test that breaks it leaves it writable again.
+    """
+    hdfs = LocalHdfs(HdfsSettings(port=TEST_HDFS_PORT, state_dir=tmp_path_factory.mktemp("hdfs")))
+    hdfs.start(fresh=True)
+    yield hdfs
+    hdfs.stop()
 
 
 @pytest.fixture(scope="session")

@@ -60,7 +60,7 @@ def test_idle_partitions_keep_their_offsets_and_a_lost_checkpoint_resumes_exactl
     ends = {p: end for p, (_, end) in stable_and_end_offsets(bootstrap, source).items()}
     assert group_offsets(bootstrap, "retention", source, sorted(ends)) == ends, "no partition's offset expired"
 
-    shutil.rmtree(settings().checkpoint_dir)  # a lost checkpoint: resume from the group's offsets
+    shutil.rmtree(tmp_path / "checkpoint")  # a lost checkpoint: resume from the group's offsets
     resumed = job.run(spark, settings(starting_offsets="group"))
     assert resumed.records_in == 0, "every record was delivered before the checkpoint was lost"
     report = verify(bootstrap, source, sink, "retention", f"{sink}.dlq")

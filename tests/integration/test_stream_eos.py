@@ -12,11 +12,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from confluent_kafka import KafkaException, Producer
 
 from conf.stream_settings import StreamSettings
+from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.kafka_admin import create_topic
 from streaming import job
 from streaming.verify import verify, wait_until_stable
@@ -25,7 +27,16 @@ from tests.integration.produce_helpers import commit_keys, produce
 
 
 @pytest.fixture
-def pipeline(bootstrap, new_topic, tmp_path):
+def checkpoint(request, tmp_path) -> str:
+    """The pipeline's --checkpoint: a bare local path, unless a test asks (indirect) for a file:// URI or HDFS."""
+    kind = getattr(request, "param", "path")
+    if kind == "hdfs":
+        return f"{request.getfixturevalue('hdfs_cluster').uri}/checkpoints/{tmp_path.name}"
+    return {"path": str(tmp_path / "checkpoint"), "file-uri": f"file://{tmp_path}/checkpoint"}[kind]
+
+
+@pytest.fixture
+def pipeline(bootstrap, new_topic, checkpoint):
     """A filled input (abort ratio 0.3), an empty output and its dead-letter topic, and settings."""
     source, sink = new_topic(partitions=3, prefix="in"), new_topic(partitions=3, prefix="out")
     create_topic(bootstrap, f"{sink}.dlq", 1, 1)
@@ -33,10 +44,26 @@ def pipeline(bootstrap, new_topic, tmp_path):
 
     def settings(**overrides) -> StreamSettings:
         fields = dict(input_topic=source, output_topic=sink, bootstrap_server=bootstrap, app_id=f"app-{sink}",
-                      checkpoint=tmp_path / "checkpoint", max_offsets_per_trigger=3_000)
+                      checkpoint=checkpoint, max_offsets_per_trigger=3_000)
         return StreamSettings(**{**fields, **overrides})
 
     return settings
+
+
+def local_checkpoint(settings: StreamSettings) -> Path:
+    """The folder of a checkpoint on the local disk, for the tests that edit Spark's logs by hand."""
+    return Path(urlsplit(settings.checkpoint_uri).path)
+
+
+def logged_batches(settings: StreamSettings) -> dict[str, set[int]]:
+    """The batch ids in the checkpoint's offset and commit logs, listed through Hadoop wherever it lives."""
+    listed = fs_shell("-ls", "-C", f"{settings.checkpoint_uri}/offsets", f"{settings.checkpoint_uri}/commits").stdout
+    logs: dict[str, set[int]] = {"offsets": set(), "commits": set()}
+    for path in listed.split():
+        folder, name = path.rsplit("/", 2)[-2:]
+        if name.isdigit():
+            logs[folder].add(int(name))
+    return logs
 
 
 def assert_exactly_once(bootstrap: str, settings: StreamSettings, expect_dead: int = 0):
@@ -64,28 +91,27 @@ def test_replayed_batch_is_skipped_not_rewritten(bootstrap, spark, pipeline):
     job.run(spark, settings)
     # Forget that Spark finished the last batch with records: it replays it with the same ranges,
     # which is what a driver crash between the sink's commit and Spark's commit log looks like.
-    commits = sorted(int(p.name) for p in (settings.checkpoint_dir / "commits").iterdir() if p.name.isdigit())
+    commits = sorted(int(p.name) for p in (local_checkpoint(settings) / "commits").iterdir() if p.name.isdigit())
     for batch_id in commits[-2:]:
-        (settings.checkpoint_dir / "commits" / str(batch_id)).unlink()
-        (settings.checkpoint_dir / "commits" / f".{batch_id}.crc").unlink(missing_ok=True)
+        (local_checkpoint(settings) / "commits" / str(batch_id)).unlink()
+        (local_checkpoint(settings) / "commits" / f".{batch_id}.crc").unlink(missing_ok=True)
     replay = job.run(spark, settings)
     assert replay.outcomes["skipped_replay"] >= 1
     assert replay.records_out == 0
     assert_exactly_once(bootstrap, settings)
 
 
-def test_driver_killed_after_sink_commit_before_spark_commit_log(bootstrap, pipeline):
+@pytest.mark.parametrize("checkpoint", ["path", "hdfs"], indirect=True)
+def test_driver_killed_after_sink_commit_before_spark_commit_log(bootstrap, pipeline, checkpoint, tmp_path):
     settings = pipeline()
     args = ["--input-topic", settings.input_topic, "--output-topic", settings.output_topic, "--bootstrap-server",
-            bootstrap, "--app-id", settings.app_id, "--checkpoint", str(settings.checkpoint_dir),
-            "--max-offsets-per-trigger", "3000"]
-    summary_file = settings.checkpoint_dir.parent / "restarted.json"
+            bootstrap, "--app-id", settings.app_id, "--checkpoint", checkpoint, "--max-offsets-per-trigger", "3000"]
+    summary_file = tmp_path / "restarted.json"
     command = [sys.executable, "-m", "eosbench.cli", "stream", *args, "--output-json", str(summary_file)]
     crashed = subprocess.run(command, capture_output=True, text=True, timeout=300,
                              env={**os.environ, "EOSBENCH_FAULT": "kill-driver-after-sink-commit:1"})
     assert crashed.returncode == -9, crashed.stderr[-2000:]
-    assert (settings.checkpoint_dir / "offsets" / "1").exists()
-    assert not (settings.checkpoint_dir / "commits" / "1").exists(), "the kill must land before Spark's commit log"
+    assert logged_batches(settings) == {"offsets": {0, 1}, "commits": {0}}, "the kill lands before Spark's commit log"
     restarted = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert restarted.returncode == 0, restarted.stderr[-2000:]
     summary = json.loads(summary_file.read_text())
@@ -101,13 +127,15 @@ def test_task_failing_after_produce_before_commit_is_retried_exactly_once(bootst
     assert_exactly_once(bootstrap, settings)
 
 
+@pytest.mark.parametrize("checkpoint", ["file-uri", "hdfs"], indirect=True)
 def test_lost_checkpoint_resumes_from_group_offsets(bootstrap, spark, pipeline):
     settings = pipeline()
     job.run(spark, settings)
     more = produce(bootstrap, settings.input_topic, 15_000, records_per_transaction=500, abort_ratio=0.3, seed=5,
                    resume=True)
     assert more.first_seq > 0 and more.records_committed > 0
-    shutil.rmtree(settings.checkpoint_dir)
+    fs_shell("-rm", "-r", "-f", settings.checkpoint_uri)  # as the soak's delete-checkpoint fault does
+    assert fs_shell("-test", "-e", settings.checkpoint_uri, check=False).returncode == 1
     resumed = job.run(spark, pipeline(starting_offsets="group"))
     assert resumed.records_in == more.records_committed, "only what came after the group's offsets is read"
     assert_exactly_once(bootstrap, settings)
@@ -125,7 +153,7 @@ def test_batch_scope_is_exactly_once_and_skips_replays(bootstrap, spark, pipelin
     settings = pipeline(txn_scope="batch")
     summary = job.run(spark, settings)
     assert summary.records_out > 0
-    for commit in (settings.checkpoint_dir / "commits").iterdir():
+    for commit in (local_checkpoint(settings) / "commits").iterdir():
         commit.unlink()
     assert job.run(spark, settings).records_out == 0
     assert_exactly_once(bootstrap, settings)
@@ -223,7 +251,7 @@ def test_a_split_or_a_shuffle_before_the_sink_is_refused_before_anything_is_writ
     from streaming.reader import read_topic
 
     settings = pipeline()
-    offsets = settings.checkpoint_dir / "offsets"
+    offsets = local_checkpoint(settings) / "offsets"
     offsets.mkdir(parents=True)
     ends = {str(p): end for p, (_, end) in __import__("streaming.verify", fromlist=["x"])
             .stable_and_end_offsets(bootstrap, settings.input_topic).items()}
@@ -251,7 +279,7 @@ def test_delta_baseline_is_idempotent_across_a_replayed_batch(bootstrap, spark, 
 
     settings = pipeline(sink="delta", delta_path=tmp_path / "table")
     job.run(spark, settings)
-    for commit in (settings.checkpoint_dir / "commits").iterdir():
+    for commit in (local_checkpoint(settings) / "commits").iterdir():
         commit.unlink()  # Spark replays every batch; txnAppId/txnVersion make each append a no-op
     job.run(spark, settings)
     committed = verify(bootstrap, settings.input_topic, settings.output_topic).input_committed
@@ -270,7 +298,7 @@ def test_job_runs_under_plain_spark_submit(bootstrap, pipeline):
     completed = subprocess.run(
         [str(spark_submit), "--master", "local[2,4]", "--jars", jars, str(Path(job.__file__)),
          "--input-topic", settings.input_topic, "--output-topic", settings.output_topic,
-         "--bootstrap-server", bootstrap, "--app-id", settings.app_id, "--checkpoint", str(settings.checkpoint_dir)],
+         "--bootstrap-server", bootstrap, "--app-id", settings.app_id, "--checkpoint", str(local_checkpoint(settings))],
         capture_output=True, text=True, timeout=300, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert_exactly_once(bootstrap, settings)
@@ -388,7 +416,7 @@ def test_a_restart_with_the_other_txn_scope_is_refused(bootstrap, spark, pipelin
 
     settings = pipeline()
     job.run(spark, settings)
-    shutil.rmtree(settings.checkpoint_dir)
+    shutil.rmtree(local_checkpoint(settings))
     with pytest.raises(SinkPreconditionError, match="committed with --txn-scope partition") as refused:
         job.run(spark, pipeline(txn_scope="batch", starting_offsets="group"))
     assert "\n" not in str(refused.value)
@@ -411,9 +439,9 @@ def test_a_group_restart_is_refused_where_a_partition_with_records_has_no_offset
     deleted = admin.delete_group_offsets(settings.app_id, [TopicPartition(settings.input_topic, 1)])
     admin.close()
     assert [error.__name__ for error in deleted.values()] == ["NoError"]
-    shutil.rmtree(settings.checkpoint_dir)
+    shutil.rmtree(local_checkpoint(settings))
     flags = ["--input-topic", settings.input_topic, "--output-topic", settings.output_topic, "--bootstrap-server",
-             bootstrap, "--app-id", settings.app_id, "--checkpoint", str(settings.checkpoint_dir),
+             bootstrap, "--app-id", settings.app_id, "--checkpoint", str(local_checkpoint(settings)),
              "--starting-offsets", "group"]
     refused = subprocess.run([sys.executable, "-m", "eosbench.cli", "stream", *flags], capture_output=True, text=True,
                              timeout=300)
@@ -438,9 +466,9 @@ def test_a_replay_whose_group_offsets_expired_is_refused(bootstrap, spark, pipel
     job.run(spark, settings)
     # The driver died between the sink's commit and Spark's commit log, and stayed down for longer
     # than offsets.retention.minutes: Spark runs the last batch again, and the group has no offsets.
-    last = max(int(p.name) for p in (settings.checkpoint_dir / "commits").iterdir() if p.name.isdigit())
-    (settings.checkpoint_dir / "commits" / str(last)).unlink()
-    (settings.checkpoint_dir / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    last = max(int(p.name) for p in (local_checkpoint(settings) / "commits").iterdir() if p.name.isdigit())
+    (local_checkpoint(settings) / "commits" / str(last)).unlink()
+    (local_checkpoint(settings) / "commits" / f".{last}.crc").unlink(missing_ok=True)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     admin.delete_group_offsets(settings.app_id, [TopicPartition(settings.input_topic, p) for p in range(3)])
     admin.close()

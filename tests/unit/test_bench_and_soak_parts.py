@@ -1,5 +1,5 @@
-"""The sweep's workload files, the report's arithmetic, the soak's report, the live verifier's bounds,
-the standalone cluster's readiness checks and the streaming job's steady rate."""
+"""The sweep's workload files, the report's arithmetic, the soak's report, its checkpoint and restart-hdfs fault,
+the live verifier's bounds, the standalone cluster's readiness checks and the streaming job's steady rate."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from conf.workload_settings import load_workload
 from eosbench.bench import results
 from eosbench.console.errors import EnvironmentProblem
 from eosbench.bench.report import knee
-from eosbench.soak.faults import _java_string_hash
+from eosbench.soak.faults import FAULTS, _java_string_hash
+from eosbench.soak.options import SoakOptions
 from eosbench.soak.report import FaultRecord, SoakReport, report_markdown, write_report
 from eosbench.local.spark_cluster import StandaloneCluster
 from streaming import verify
@@ -263,3 +264,30 @@ def test_bench_spark_names_the_flag_to_raise_when_a_trigger_round_measured_too_f
         " kafka-alo 1 of 1, kafka-eos 0 of 1); raise --trigger-seconds, or skip them with --trigger-seconds 0")
     at["throughput"]["kafka-eos"].append(4000.0)
     assert trigger_comparison_problem(at, 1) is None
+@pytest.mark.parametrize("flags,folder", [
+    ({}, "/results/soak/r1"),
+    ({"hdfs": True, "hdfs_port": 18020}, "hdfs://127.0.0.1:18020/eosbench/soak"),
+    ({"hdfs": True, "checkpoint": "hdfs://127.0.0.1:8020/soak/"}, "hdfs://127.0.0.1:8020/soak"),
+    ({"checkpoint": "/mnt/shared/ckpt"}, "/mnt/shared/ckpt"),
+])
+def test_the_soaks_checkpoint_folder_is_the_flag_else_its_hdfs_else_the_runs_folder(flags, folder):
+    assert SoakOptions(duration_s=60, faults=("kill-driver",), **flags).checkpoint_folder(Path("/results/soak/r1")) == folder
+
+
+def test_restart_hdfs_kills_the_namenode_and_restarts_it_after_a_pause_seeded_by_seed_and_occurrence():
+    pauses = []
+
+    class FakeHdfs:
+        def restart_namenode(self, pause_s: float) -> int:
+            pauses.append(pause_s)
+            return 4242
+
+    def inject(seed: int, occurrence: int) -> str:
+        soak = SimpleNamespace(options=SoakOptions(duration_s=60, faults=("restart-hdfs",), seed=seed, hdfs=True),
+                               hdfs=FakeHdfs())
+        return FAULTS["restart-hdfs"].inject(soak, occurrence)
+
+    details = [inject(7, 0), inject(7, 1), inject(7, 0), inject(8, 0)]
+    assert pauses[0] == pauses[2] and len({pauses[0], pauses[1], pauses[3]}) == 3
+    assert all(1.0 <= pause <= 5.0 for pause in pauses)
+    assert details[0] == f"SIGKILL HDFS NameNode pid 4242; restarted after {pauses[0]:g} s"

@@ -1,0 +1,37 @@
+"""Hadoop's FsShell, for the code that touches a checkpoint outside any Spark session.
+
+The soak deletes its stream's checkpoint (the delete-checkpoint fault), and tests look into one,
+wherever it lives: a local folder, HDFS or an object store. Python file calls reach only the
+first, so this runs `org.apache.hadoop.fs.FsShell` (what `hadoop fs` runs) on the Hadoop client
+that PySpark ships (hadoop-client-api and -runtime in pyspark/jars): the same client the driver
+reads the checkpoint with, and nothing to install. Object stores need their connector jars
+(hadoop-aws, hadoop-azure) on top, as Spark does.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from conf.settings import CONF_DIR, console_log4j_config
+from eosbench.console.errors import EnvironmentProblem
+from eosbench.local.environment import java_executable
+from eosbench.local.jars import pyspark_jars_dir
+
+FS_SHELL_TIMEOUT_S = 120.0  # a refused NameNode fails in ~10 s; this bounds one that accepts and never answers
+
+
+def fs_shell(*arguments: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run `hadoop fs <arguments>` on PySpark's Hadoop client; a non-zero exit raises EnvironmentProblem if `check`."""
+    classpath = [os.environ["HADOOP_CONF_DIR"]] if os.environ.get("HADOOP_CONF_DIR") else []
+    classpath += [str(CONF_DIR / "hadoop-client"), f"{pyspark_jars_dir()}/*"]
+    command = [java_executable(), "-Xmx128m", f"-Dlog4j2.configurationFile={console_log4j_config()}",
+               "-cp", os.pathsep.join(classpath), "org.apache.hadoop.fs.FsShell", *arguments]
+    try:
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=FS_SHELL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise EnvironmentProblem(f"hadoop fs {' '.join(arguments)}: no answer in {FS_SHELL_TIMEOUT_S:g} s") from None
+    if check and completed.returncode != 0:
+        lines = (completed.stderr.strip() or completed.stdout.strip() or "no output").splitlines()
+        raise EnvironmentProblem(f"hadoop fs {' '.join(arguments)} failed (exit {completed.returncode}): {lines[0]}")
+    return completed

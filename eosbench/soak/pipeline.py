@@ -1,7 +1,8 @@
 """The pipeline under soak: the seeded producer feeding the streaming job, each a supervised child.
 
 The producer is `eosbench produce --resume` and the stream is `spark-submit streaming/job.py` (local
-or standalone master); each runs in its own session, so that a fault kills exactly that process and
+or standalone master; on a standalone cluster the executors run from `eosbench package`'s archive,
+as they would on a user's cluster); each runs in its own session, so that a fault kills exactly that process and
 its descendants, and is restarted whenever it dies. With `--pipeline java-copier` Kafka's own
 TransactionalMessageCopier takes the stream's place, one supervised child per input partition
 (`copier-<partition>`), as in Kafka's transactions system test: its group is the app id and its
@@ -26,6 +27,7 @@ from conf.client_log import CLIENT_LOG
 from conf.settings import console_log4j_config
 from conf.stream_settings import checkpoint_uri
 from eosbench.console.errors import EnvironmentProblem
+from eosbench.local.executor_env import executor_environment, spark_submit_command
 from eosbench.local.jars import resolve_bundle, transactional_copier_command
 from eosbench.local.processes import Child
 from eosbench.local.spark_cluster import StandaloneCluster
@@ -56,7 +58,9 @@ class Pipeline:
         self.copiers = ([Child(f"copier-{partition}", output_dir / "logs", env) for partition in range(options.partitions)]
                         if options.pipeline == "java-copier" else [])
         self.stages = self.copiers or [self.stream]  # what copies input to output, one child or one per partition
-        self._spark_jars = ",".join(str(jar) for jar in resolve_bundle("spark"))
+        self._spark_jars = resolve_bundle("spark")
+        # Built once per soak (or taken from the cache): every relaunch of the stream ships the same archive.
+        self._environment = executor_environment() if spark_cluster and options.pipeline == "spark" else None
         self._supervised = {"producer", *(child.name for child in self.stages)}
         self._deaths: dict[str, list[tuple[float, int]]] = {}
 
@@ -74,21 +78,24 @@ class Pipeline:
 
     def _stream_command(self) -> list[str]:
         o = self.options
-        submit = [str(Path(sys.executable).parent / "spark-submit"), "--master", o.master, "--jars", self._spark_jars,
-                  "--driver-memory", "768m", "--conf", "spark.task.maxFailures=4",
+        job_arguments = [
+            "--input-topic", self.input_topic, "--output-topic", self.output_topic,
+            "--bootstrap-server", str(self.bootstrap), *connection(self.bootstrap).tool_arguments(),
+            "--app-id", self.app_id, "--checkpoint", self.checkpoint,
+            "--trigger", "1 second", "--starting-offsets", "group",
+            "--max-offsets-per-trigger", str(o.max_offsets_per_trigger),
+            "--metrics-port", str(o.metrics_port + 1), "--metrics-linger", "0",
+            "--visibility-log", str(self.visibility_log),
+            "--producer-props", "transaction.timeout.ms=30000"]
+        driver = ["--driver-memory", "768m", "--conf", "spark.task.maxFailures=4",
                   "--driver-java-options", f"-Dlog4j2.configurationFile={console_log4j_config()}"]
-        if self.spark_cluster:
-            submit += ["--executor-memory", "512m", "--total-executor-cores", str(self.spark_cluster.settings.workers),
-                       "--conf", f"spark.executorEnv.PYSPARK_PYTHON={sys.executable}"]
-        return [*submit, str(Path(job.__file__)),
-                "--input-topic", self.input_topic, "--output-topic", self.output_topic,
-                "--bootstrap-server", str(self.bootstrap), *connection(self.bootstrap).tool_arguments(),
-                "--app-id", self.app_id, "--checkpoint", self.checkpoint,
-                "--trigger", "1 second", "--starting-offsets", "group",
-                "--max-offsets-per-trigger", str(o.max_offsets_per_trigger),
-                "--metrics-port", str(o.metrics_port + 1), "--metrics-linger", "0",
-                "--visibility-log", str(self.visibility_log),
-                "--producer-props", "transaction.timeout.ms=30000"]
+        if self._environment:
+            executors = {"spark.executor.memory": "512m", "spark.cores.max": str(self.spark_cluster.settings.workers)}
+            command = spark_submit_command(self._environment, o.master, self._spark_jars, job_arguments, executors)
+            return [command[0], *driver, *command[1:]]
+        return [str(Path(sys.executable).parent / "spark-submit"), "--master", o.master,
+                "--jars", ",".join(str(jar) for jar in self._spark_jars), *driver, str(Path(job.__file__)),
+                *job_arguments]
 
     def _copier_command(self, partition: int) -> list[str]:
         return transactional_copier_command(str(self.bootstrap), self.input_topic, partition, self.output_topic,

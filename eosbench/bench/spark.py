@@ -54,6 +54,8 @@ VARIANTS = {
     "kafka-eos+prereg": {"sink": "kafka-eos", "sink_client": "kafka-python", "pre_register_partitions": True},
     "kafka-alo": {"sink": "kafka-alo"},
     "delta": {"sink": "delta"},
+    # One driver-side transaction per micro-batch: what partition scope's transactions cost beside it.
+    "kafka-eos+batch": {"sink": "kafka-eos", "txn_scope": "batch"},
 }
 # What lands on the transaction coordinators (and FindCoordinator, on any broker) per transaction.
 COORDINATOR_REQUESTS = (*TXN_REQUESTS, "InitProducerId", "FindCoordinator")

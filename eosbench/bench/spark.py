@@ -45,6 +45,7 @@ from eosbench.local.spark import spark_session
 from producers.perf import ProducerPerformance
 from streaming import job
 from streaming.stats import histogram_percentile
+from streaming.verify import stable_and_end_offsets
 
 TRIGGER = "1 second"
 VARIANTS = {
@@ -119,6 +120,7 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
             before = request_counts(urls, COORDINATOR_REQUESTS)
             summary = job.run(spark, settings, on_batch=lambda batch, v=variant: batch_seconds[v].append(batch.duration_s))
             after = request_counts(urls, COORDINATOR_REQUESTS)
+            output_offsets = sum(end for _, end in stable_and_end_offsets(bootstrap, settings.output_topic).values())
             rate = summary.input_rows / summary.seconds
             throughput[variant].append(rate)
             transactions = summary.outcomes.get("committed", 0)
@@ -129,7 +131,7 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
                                    1000 * summary.first_send_after_begin_s / transactions if transactions else 0,
                                "transactions": transactions}
             figures = scaling_figures(transactions, summary.batches, summary.seconds, summary.phase_seconds,
-                                      before, after if urls else None)
+                                      output_offsets - summary.records_out, before, after if urls else None)
             scaling.setdefault(variant, []).append(figures)
             print(f"round {round_number} {variant:<18} {summary.input_rows:>10,} records in {summary.seconds:6.1f} s"
                   f" = {rate:>10,.0f} records/s", flush=True)
@@ -174,9 +176,13 @@ def phase_shares(phase_seconds: dict[str, float]) -> dict[str, float]:
     return {phase: phase_seconds.get(phase, 0.0) / total if total else 0.0 for phase in FIXED_COST_PHASES}
 
 
-def scaling_figures(transactions: int, batches: int, seconds: float, phase_seconds: dict[str, float],
+def scaling_figures(transactions: int, batches: int, seconds: float, phase_seconds: dict[str, float], markers: int,
                     before: Counter, after: Counter | None) -> dict:
-    """One run's scaling figures: transactions/s, phase shares and, with request counts, rates and producers created.
+    """One run's scaling figures: transactions/s, phase shares, markers and, with request counts, rates and producers created.
+
+    `markers` is the output's offsets that no committed record took: one commit marker per output
+    partition a transaction wrote to (and an aborted attempt's records and marker, none in a clean
+    run). Each is a write the coordinator asks a partition leader for.
 
     Every new producer sends one InitProducerId, so its count is the producers created (librdkafka
     also repeats it while the coordinator still completes a fenced predecessor's transaction, rare
@@ -186,6 +192,7 @@ def scaling_figures(transactions: int, batches: int, seconds: float, phase_secon
     figures = {"transactions": transactions, "batches": batches, "seconds": seconds,
                "transactions_per_s": transactions / seconds if seconds else 0.0,
                "transactions_per_batch": transactions / batches if batches else 0.0,
+               "markers": markers, "markers_per_batch": markers / batches if batches else 0.0,
                "phase_shares": phase_shares(phase_seconds)}
     if after is not None:
         requests = request_rates(before, after, seconds, transactions, batches)
@@ -200,7 +207,8 @@ def scaling_line(figures: dict) -> str:
     """One run's scaling figures on one line."""
     shares = ", ".join(f"{phase} {share:.0%}" for phase, share in figures["phase_shares"].items())
     line = (f"{figures['transactions']:,} transactions in {figures['batches']} batches,"
-            f" {figures['transactions_per_s']:.1f}/s; time in {shares}")
+            f" {figures['transactions_per_s']:.1f}/s, {figures['markers_per_batch']:,.0f} markers per batch;"
+            f" time in {shares}")
     if "requests" in figures:
         per_txn = ", ".join(f"{name} {rate['per_s']:.1f}/s ({rate['per_txn']:.2f}/txn)"
                             for name, rate in figures["requests"].items() if rate["count"])

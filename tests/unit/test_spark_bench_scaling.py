@@ -34,23 +34,25 @@ def test_phase_shares_are_of_every_phase_summed():
 
 
 def test_scaling_figures_count_producers_created_from_init_producer_id():
-    figures = scaling_figures(64, 4, 8.0, PHASES, BEFORE, AFTER)
+    figures = scaling_figures(64, 4, 8.0, PHASES, 1024, BEFORE, AFTER)
     assert {key: value for key, value in figures.items() if key != "requests"} == {
         "transactions": 64, "batches": 4, "seconds": 8.0, "transactions_per_s": 8.0, "transactions_per_batch": 16.0,
-        "phase_shares": {"init": 0.2, "send_offsets": 0.1, "commit": 0.3},
+        "markers": 1024, "markers_per_batch": 256.0, "phase_shares": {"init": 0.2, "send_offsets": 0.1, "commit": 0.3},
         "producers_created": 16, "producers_created_per_batch": 4.0, "producer_cache_hit_rate": 0.75}
     assert scaling_line(figures) == (
-        "64 transactions in 4 batches, 8.0/s; time in init 20%, send_offsets 10%, commit 30%; 4.00 producers created"
+        "64 transactions in 4 batches, 8.0/s, 256 markers per batch; time in init 20%, send_offsets 10%, commit 30%; 4.00 producers created"
         " per batch (cache hit 75%); requests AddPartitionsToTxn_client 8.0/s (1.00/txn), AddOffsetsToTxn 8.0/s"
         " (1.00/txn), TxnOffsetCommit 8.0/s (1.00/txn), EndTxn 8.0/s (1.00/txn), InitProducerId 2.0/s (0.25/txn),"
         " FindCoordinator 4.0/s (0.50/txn)")
 
 
 def test_scaling_figures_without_an_exporter_keep_rates_and_shares_only():
-    figures = scaling_figures(64, 4, 8.0, PHASES, Counter(), None)
+    figures = scaling_figures(64, 4, 8.0, PHASES, 1024, Counter(), None)
     assert figures == {"transactions": 64, "batches": 4, "seconds": 8.0, "transactions_per_s": 8.0,
-                       "transactions_per_batch": 16.0, "phase_shares": {"init": 0.2, "send_offsets": 0.1, "commit": 0.3}}
-    assert scaling_line(figures) == "64 transactions in 4 batches, 8.0/s; time in init 20%, send_offsets 10%, commit 30%"
+                       "transactions_per_batch": 16.0, "markers": 1024, "markers_per_batch": 256.0,
+                       "phase_shares": {"init": 0.2, "send_offsets": 0.1, "commit": 0.3}}
+    assert scaling_line(figures) == ("64 transactions in 4 batches, 8.0/s, 256 markers per batch; time in init 20%,"
+                                     " send_offsets 10%, commit 30%")
 
 
 @pytest.mark.parametrize("master", ["local", "local[2,4]", "local[*]", "spark://127.0.0.1:7077", "spark://node-1:7077"])

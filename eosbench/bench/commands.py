@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from conf.client_config import COMMAND_CONFIG_HELP
@@ -13,7 +14,17 @@ from eosbench.console.errors import BadInput, interrupt_on_stop_signals
 
 # kafka-eos runs on librdkafka; +kafka-python and +prereg on kafka-python, without and with pre-registration.
 PROTOCOL_ENGINES = ("librdkafka", "kafka-python", "kafka-python+prereg", "java-tv2", "java-tv1")
-SPARK_BENCH_SINKS = ("kafka-eos", "kafka-alo", "delta", "kafka-eos+kafka-python", "kafka-eos+prereg")
+_SPARK_MASTER = re.compile(r"local(\[[^\]]+\])?|spark://[^:/\s]+:[0-9]{1,5}")
+SPARK_BENCH_SINKS = ("kafka-eos", "kafka-alo", "delta", "kafka-eos+kafka-python", "kafka-eos+prereg", "kafka-eos+batch")
+# kafka-eos+batch (--txn-scope batch) is for the scaling runs (docs/benchmarks.md), not the default comparison.
+SPARK_BENCH_DEFAULT_SINKS = SPARK_BENCH_SINKS[:-1]
+
+
+def spark_master(text: str) -> str:
+    """An argument type: a local master (local, local[…]) or a standalone one (spark://HOST:PORT)."""
+    if not _SPARK_MASTER.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"must be local[N] or spark://HOST:PORT, got {text!r}")
+    return text
 
 
 def add_bench_parser(commands) -> None:
@@ -56,9 +67,13 @@ def add_bench_parser(commands) -> None:
     spark.add_argument("--trigger-seconds", type=non_negative_int, default=30,
                        help="seconds of kafka-alo and kafka-eos at a 1 s trigger per round; 0 skips them")
     spark.add_argument("--latency-seconds", type=non_negative_int, default=30, help="0 skips the latency run")
-    spark.add_argument("--sink", nargs="+", dest="sinks", default=list(SPARK_BENCH_SINKS), choices=SPARK_BENCH_SINKS,
+    spark.add_argument("--sink", nargs="+", dest="sinks", default=list(SPARK_BENCH_DEFAULT_SINKS), choices=SPARK_BENCH_SINKS,
                        help="the sinks to run side by side; pre-registration on / off is kafka-eos+prereg /"
-                            " kafka-eos+kafka-python, one client on both sides")
+                            " kafka-eos+kafka-python, one client on both sides; kafka-eos+batch is --txn-scope batch"
+                            " (not in the default)")
+    spark.add_argument("--master", type=spark_master,
+                       help="Spark master: local[2,4] (default) or spark://HOST:PORT, whose executors run the"
+                            " environment `eosbench package` packs")
     spark.add_argument("--results-dir", type=Path, default=Path("results"),
                        help="where the JSON goes; the rows go to the Delta table <DIR>/bench_runs")
     renamed_flag(spark, "--output-dir", "--results-dir")
@@ -155,7 +170,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from eosbench.bench import spark
 
         spark.run(bootstrap, args.records, args.partitions, args.max_offsets_per_trigger, args.rounds,
-                  args.latency_seconds, args.sinks, args.results_dir, args.trigger_seconds)
+                  args.latency_seconds, args.sinks, args.results_dir, args.trigger_seconds, args.master)
     else:
         from eosbench.bench import produce
 

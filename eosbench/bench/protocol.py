@@ -110,8 +110,8 @@ def exporter_urls(bootstrap: str | Connection) -> list[str]:
             for broker in cluster_metadata(bootstrap).brokers.values()]
 
 
-def request_counts(urls: list[str]) -> Counter:
-    """The brokers' transactional request counters, summed; AddPartitionsToTxn split into client and broker."""
+def request_counts(urls: list[str], requests: tuple[str, ...] = TXN_REQUESTS) -> Counter:
+    """The brokers' counters of `requests`, summed; AddPartitionsToTxn split into client and broker."""
     counts: Counter = Counter()
     for url in urls:
         try:
@@ -126,7 +126,7 @@ def request_counts(urls: list[str]) -> Counter:
                 continue
             labels = dict(_LABEL.findall(match["labels"]))
             request = labels.get("request")
-            if request not in TXN_REQUESTS:
+            if request not in requests:
                 continue
             if request == "AddPartitionsToTxn":
                 version = int(labels.get("version") or 0)

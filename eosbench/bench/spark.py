@@ -9,6 +9,12 @@ runs at a 1 s trigger while `eosbench produce` feeds it at half the sink's measu
 the end-to-end histogram (input CreateTime to output commit) comes from the tasks, and the
 visibility latency (commit returned to read_committed sees it) from the driver's observer. Every figure
 is also appended to the Delta results table, one row per sink and mode.
+
+Scaling: around each drain run the brokers' JMX exporters give the transaction coordinators'
+request counts, so each run also reports transactions per second, each request's rate, the
+producers created per batch (InitProducerId) and the share of the sink's transaction time in
+init, send_offsets and commit. With `--master spark://…` the runs go to a standalone cluster whose
+executors run the environment `eosbench package` packs, as `eosbench stream --master` does.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -29,13 +36,17 @@ from conf.client_config import Connection, connection
 from conf.produce_settings import ProduceSettings
 from conf.stream_settings import StreamSettings
 from eosbench.bench import results
+from eosbench.bench.protocol import TXN_REQUESTS, exporter_urls, request_counts
+from eosbench.console.errors import EnvironmentProblem
 from eosbench.local.kafka_admin import cluster_metadata, create_topic
 from eosbench.bench.report import EOS_OVER_ALO_TARGET
 from eosbench.console.errors import BadInput
+from eosbench.local.executor_env import cluster_spark_conf
 from eosbench.local.spark import spark_session
 from producers.perf import ProducerPerformance
 from streaming import job
 from streaming.stats import histogram_percentile
+from streaming.verify import stable_and_end_offsets
 
 TRIGGER = "1 second"
 VARIANTS = {
@@ -45,7 +56,15 @@ VARIANTS = {
     "kafka-eos+prereg": {"sink": "kafka-eos", "sink_client": "kafka-python", "pre_register_partitions": True},
     "kafka-alo": {"sink": "kafka-alo"},
     "delta": {"sink": "delta"},
+    # One driver-side transaction per micro-batch: what partition scope's transactions cost beside it.
+    "kafka-eos+batch": {"sink": "kafka-eos", "txn_scope": "batch"},
 }
+# What lands on the transaction coordinators (and FindCoordinator, on any broker) per transaction.
+COORDINATOR_REQUESTS = (*TXN_REQUESTS, "InitProducerId", "FindCoordinator")
+# Reported in this order: AddPartitionsToTxn split as `bench protocol` splits it.
+REQUEST_NAMES = ("AddPartitionsToTxn_client", "AddPartitionsToTxn_broker", *COORDINATOR_REQUESTS[1:])
+# The transaction's fixed costs, against the time spent producing records.
+FIXED_COST_PHASES = ("init", "send_offsets", "commit")
 
 
 def _fill(bootstrap: str | Connection, topic: str, records: int, partitions: int) -> None:
@@ -58,15 +77,21 @@ def _fill(bootstrap: str | Connection, topic: str, records: int, partitions: int
 
 
 def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets: int, rounds: int, latency_seconds: int,
-        variants: list[str], output_dir: Path, trigger_seconds: int = 30) -> dict:
+        variants: list[str], output_dir: Path, trigger_seconds: int = 30, master: str | None = None) -> dict:
     """Run the throughput rounds, the 1 s trigger rounds and the latency run; print, record and return the report."""
     brokers = len(cluster_metadata(bootstrap).brokers)
+    urls = exporter_urls(bootstrap)
+    try:
+        request_counts(urls, COORDINATOR_REQUESTS)
+    except EnvironmentProblem as exc:
+        print(f"no coordinator request rates: {exc}", flush=True)
+        urls = []
     run_id = uuid.uuid4().hex[:8]
     source = f"eosbench-spark-bench-{run_id}"
     _fill(bootstrap, source, records, partitions)
     warmup_topic = f"{source}-warmup"
     _fill(bootstrap, warmup_topic, min(records, 100_000), partitions)
-    spark = spark_session("eosbench-bench-spark")
+    spark = spark_session("eosbench-bench-spark", master=master, conf=cluster_spark_conf(master, {}))
     scratch = Path(tempfile.mkdtemp(prefix="eosbench-bench-spark-"))
 
     def settings_for(variant: str, tag: str, **extra) -> StreamSettings:
@@ -88,11 +113,18 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
     throughput: dict[str, list[float]] = {variant: [] for variant in variants}
     batch_seconds: dict[str, list[float]] = {variant: [] for variant in variants}
     phases: dict[str, dict] = {}
+    scaling: dict[str, list[dict]] = {}
     for round_number in range(1, rounds + 1):
         shift = (round_number - 1) % len(variants)
         for variant in variants[shift:] + variants[:shift]:  # rotate so no sink always goes first
             settings = settings_for(variant, f"{variant.replace('+', '-')}-r{round_number}")
+            before = request_counts(urls, COORDINATOR_REQUESTS)
             summary = job.run(spark, settings, on_batch=lambda batch, v=variant: batch_seconds[v].append(batch.duration_s))
+            after = request_counts(urls, COORDINATOR_REQUESTS)
+            markers = 0  # only the transactional sink writes markers (and counts the records it wrote)
+            if settings.sink == "kafka-eos":
+                ends = stable_and_end_offsets(bootstrap, settings.output_topic)
+                markers = sum(end for _, end in ends.values()) - summary.records_out
             rate = summary.input_rows / summary.seconds
             throughput[variant].append(rate)
             transactions = summary.outcomes.get("committed", 0)
@@ -102,13 +134,18 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
                                "ms_to_first_send_per_transaction":
                                    1000 * summary.first_send_after_begin_s / transactions if transactions else 0,
                                "transactions": transactions}
+            figures = scaling_figures(transactions, summary.batches, summary.seconds, summary.phase_seconds,
+                                      markers, before, after if urls else None)
+            scaling.setdefault(variant, []).append(figures)
             print(f"round {round_number} {variant:<18} {summary.input_rows:>10,} records in {summary.seconds:6.1f} s"
                   f" = {rate:>10,.0f} records/s", flush=True)
+            if transactions:
+                print(f"  {scaling_line(figures)}", flush=True)
 
     medians = {variant: statistics.median(rates) for variant, rates in throughput.items()}
     report = {"run_id": run_id, "brokers": brokers, "records": records, "partitions": partitions,
               "max_offsets_per_trigger": max_offsets, "rounds": rounds, "throughput": throughput,
-              "median_records_per_sec": medians, "phases": phases}
+              "median_records_per_sec": medians, "phases": phases, "scaling": scaling, "master": master or "local"}
     if "kafka-eos" in medians and "kafka-alo" in medians:
         report["eos_over_alo"] = medians["kafka-eos"] / medians["kafka-alo"]
     if "kafka-eos+prereg" in medians and "kafka-eos+kafka-python" in medians:
@@ -137,6 +174,62 @@ def trigger_comparison_problem(at_trigger: dict, rounds: int) -> str | None:
     return (f"the {at_trigger['trigger']} trigger rounds had too few batches in {at_trigger['seconds']} s to compare"
             f" kafka-eos with kafka-alo (rounds measured: {counts}); raise --trigger-seconds, or skip them with"
             " --trigger-seconds 0")
+def request_rates(before: Counter, after: Counter, seconds: float, transactions: int, batches: int) -> dict[str, dict]:
+    """Each coordinator request's count between two readings, per second, per transaction and per batch."""
+    rates = {}
+    for name in REQUEST_NAMES:
+        count = after[name] - before[name]
+        rates[name] = {"count": count, "per_s": count / seconds if seconds else 0.0,
+                       "per_txn": count / transactions if transactions else 0.0,
+                       "per_batch": count / batches if batches else 0.0}
+    return rates
+
+
+def phase_shares(phase_seconds: dict[str, float]) -> dict[str, float]:
+    """The share of the sink's transaction time (every phase summed) in init, send_offsets and commit."""
+    total = sum(phase_seconds.values())
+    return {phase: phase_seconds.get(phase, 0.0) / total if total else 0.0 for phase in FIXED_COST_PHASES}
+
+
+def scaling_figures(transactions: int, batches: int, seconds: float, phase_seconds: dict[str, float], markers: int,
+                    before: Counter, after: Counter | None) -> dict:
+    """One run's scaling figures: transactions/s, phase shares, markers and, with request counts, rates and producers created.
+
+    `markers` is the output's offsets that no committed record took: one commit marker per output
+    partition a transaction wrote to (and an aborted attempt's records and marker, none in a clean
+    run). Each is a write the coordinator asks a partition leader for.
+
+    Every new producer sends one InitProducerId, so its count is the producers created (librdkafka
+    also repeats it while the coordinator still completes a fenced predecessor's transaction, rare
+    here: a cached producer is idle between batches). The cache hit rate is the share of
+    transactions that found their producer cached.
+    """
+    figures = {"transactions": transactions, "batches": batches, "seconds": seconds,
+               "transactions_per_s": transactions / seconds if seconds else 0.0,
+               "transactions_per_batch": transactions / batches if batches else 0.0,
+               "markers": markers, "markers_per_batch": markers / batches if batches else 0.0,
+               "phase_shares": phase_shares(phase_seconds)}
+    if after is not None:
+        requests = request_rates(before, after, seconds, transactions, batches)
+        created = requests["InitProducerId"]["count"]
+        figures.update(requests=requests, producers_created=created,
+                       producers_created_per_batch=created / batches if batches else 0.0,
+                       producer_cache_hit_rate=max(0.0, 1 - created / transactions) if transactions else 0.0)
+    return figures
+
+
+def scaling_line(figures: dict) -> str:
+    """One run's scaling figures on one line."""
+    shares = ", ".join(f"{phase} {share:.0%}" for phase, share in figures["phase_shares"].items())
+    line = (f"{figures['transactions']:,} transactions in {figures['batches']} batches,"
+            f" {figures['transactions_per_s']:.1f}/s, {figures['markers_per_batch']:,.0f} markers per batch;"
+            f" time in {shares}")
+    if "requests" in figures:
+        per_txn = ", ".join(f"{name} {rate['per_s']:.1f}/s ({rate['per_txn']:.2f}/txn)"
+                            for name, rate in figures["requests"].items() if rate["count"])
+        line += (f"; {figures['producers_created_per_batch']:.2f} producers created per batch"
+                 f" (cache hit {figures['producer_cache_hit_rate']:.0%}); requests {per_txn}")
+    return line
 
 
 def _trigger_rounds(bootstrap: str | Connection, spark, settings_for, source: str, partitions: int, batch_offsets: int,

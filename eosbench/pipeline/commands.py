@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -118,7 +117,7 @@ def add_stream_parser(commands) -> None:
 
 def cmd_stream(args: argparse.Namespace) -> int:
     """Handle `eosbench stream`: the streaming job with cached jars, on a local master or a cluster's."""
-    from eosbench.local.executor_env import executor_conf, executor_environment, ships_environment
+    from eosbench.local.executor_env import cluster_spark_conf
     from eosbench.local.kafka_admin import cluster_metadata, create_topic, describe_topic
     from eosbench.local.spark import spark_session
     from streaming import job
@@ -130,12 +129,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
     metadata = cluster_metadata(settings.connection)
     if settings.sink != "delta" and settings.dead_letter not in metadata.topics:
         create_topic(settings.connection, settings.dead_letter, 1, min(3, len(metadata.brokers)))
-    if ships_environment(args.master):
-        # The executors of a cluster run the packed environment, as under `eosbench package`'s line.
-        # PySpark names the executors' Python from the driver's PYSPARK_PYTHON alone.
-        environment = executor_environment()
-        spark_conf = {**executor_conf(environment), **spark_conf}
-        os.environ["PYSPARK_PYTHON"] = spark_conf["spark.pyspark.python"]
+    # The executors of a cluster run the packed environment, as under `eosbench package`'s line.
+    spark_conf = cluster_spark_conf(args.master, spark_conf)
     spark = spark_session(f"eosbench-stream-{settings.app_id}", master=args.master, conf=spark_conf)
     summary = job.run(spark, settings)
     if args.report_python:

@@ -166,6 +166,11 @@ def test_spark_bench_runs_both_sinks_available_now_and_at_a_1s_trigger(bootstrap
     for variant in ("kafka-eos", "kafka-alo"):  # a fault-free drain: both sinks copy the input exactly
         assert Counter(sequence_numbers(read_all(bootstrap, f"{source}-{variant}-r1"))) == input_ids, variant
         assert report["median_records_per_sec"][variant] > 0
+    # The broker's counters: one AddOffsetsToTxn, TxnOffsetCommit and EndTxn per committed transaction.
+    scaling = report["scaling"]["kafka-eos"][0]
+    assert scaling["transactions"] == report["phases"]["kafka-eos"]["transactions"] > 0
+    assert {name: scaling["requests"][name]["count"] for name in ("AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn")} == \
+        dict.fromkeys(("AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn"), scaling["transactions"])
     at = report["at_trigger"]
     assert at["trigger"] == "1 second" and at["max_offsets_per_trigger"] == int(report["median_records_per_sec"]["kafka-alo"])
     assert at["eos_over_alo"] == at["median_records_per_sec"]["kafka-eos"] / at["median_records_per_sec"]["kafka-alo"] > 0

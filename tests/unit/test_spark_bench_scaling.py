@@ -1,0 +1,60 @@
+"""`bench spark`'s scaling figures from fake broker counters and phase timings: exact numbers."""
+
+from collections import Counter
+
+import pytest
+
+from eosbench.bench.commands import spark_master
+from eosbench.bench.spark import phase_shares, request_rates, scaling_figures, scaling_line
+
+BEFORE = Counter({"AddPartitionsToTxn_client": 100, "AddOffsetsToTxn": 50, "TxnOffsetCommit": 50, "EndTxn": 50,
+                  "InitProducerId": 10, "FindCoordinator": 7})
+# 64 transactions in 4 batches over 8 s: one add, add-offsets, offset commit and end each; 16 new producers.
+AFTER = BEFORE + Counter({"AddPartitionsToTxn_client": 64, "AddOffsetsToTxn": 64, "TxnOffsetCommit": 64,
+                          "EndTxn": 64, "InitProducerId": 16, "FindCoordinator": 32})
+PHASES = {"init": 2.0, "register": 0.0, "produce": 4.0, "send_offsets": 1.0, "commit": 3.0}
+
+
+def test_request_rates_per_second_transaction_and_batch():
+    rates = request_rates(BEFORE, AFTER, seconds=8.0, transactions=64, batches=4)
+    assert rates == {
+        "AddPartitionsToTxn_client": {"count": 64, "per_s": 8.0, "per_txn": 1.0, "per_batch": 16.0},
+        "AddPartitionsToTxn_broker": {"count": 0, "per_s": 0.0, "per_txn": 0.0, "per_batch": 0.0},
+        "AddOffsetsToTxn": {"count": 64, "per_s": 8.0, "per_txn": 1.0, "per_batch": 16.0},
+        "TxnOffsetCommit": {"count": 64, "per_s": 8.0, "per_txn": 1.0, "per_batch": 16.0},
+        "EndTxn": {"count": 64, "per_s": 8.0, "per_txn": 1.0, "per_batch": 16.0},
+        "InitProducerId": {"count": 16, "per_s": 2.0, "per_txn": 0.25, "per_batch": 4.0},
+        "FindCoordinator": {"count": 32, "per_s": 4.0, "per_txn": 0.5, "per_batch": 8.0},
+    }
+
+
+def test_phase_shares_are_of_every_phase_summed():
+    assert phase_shares(PHASES) == {"init": 0.2, "send_offsets": 0.1, "commit": 0.3}
+    assert phase_shares(dict.fromkeys(PHASES, 0.0)) == {"init": 0.0, "send_offsets": 0.0, "commit": 0.0}
+
+
+def test_scaling_figures_count_producers_created_from_init_producer_id():
+    figures = scaling_figures(64, 4, 8.0, PHASES, 1024, BEFORE, AFTER)
+    assert {key: value for key, value in figures.items() if key != "requests"} == {
+        "transactions": 64, "batches": 4, "seconds": 8.0, "transactions_per_s": 8.0, "transactions_per_batch": 16.0,
+        "markers": 1024, "markers_per_batch": 256.0, "phase_shares": {"init": 0.2, "send_offsets": 0.1, "commit": 0.3},
+        "producers_created": 16, "producers_created_per_batch": 4.0, "producer_cache_hit_rate": 0.75}
+    assert scaling_line(figures) == (
+        "64 transactions in 4 batches, 8.0/s, 256 markers per batch; time in init 20%, send_offsets 10%, commit 30%; 4.00 producers created"
+        " per batch (cache hit 75%); requests AddPartitionsToTxn_client 8.0/s (1.00/txn), AddOffsetsToTxn 8.0/s"
+        " (1.00/txn), TxnOffsetCommit 8.0/s (1.00/txn), EndTxn 8.0/s (1.00/txn), InitProducerId 2.0/s (0.25/txn),"
+        " FindCoordinator 4.0/s (0.50/txn)")
+
+
+def test_scaling_figures_without_an_exporter_keep_rates_and_shares_only():
+    figures = scaling_figures(64, 4, 8.0, PHASES, 1024, Counter(), None)
+    assert figures == {"transactions": 64, "batches": 4, "seconds": 8.0, "transactions_per_s": 8.0,
+                       "transactions_per_batch": 16.0, "markers": 1024, "markers_per_batch": 256.0,
+                       "phase_shares": {"init": 0.2, "send_offsets": 0.1, "commit": 0.3}}
+    assert scaling_line(figures) == ("64 transactions in 4 batches, 8.0/s, 256 markers per batch; time in init 20%,"
+                                     " send_offsets 10%, commit 30%")
+
+
+@pytest.mark.parametrize("master", ["local", "local[2,4]", "local[*]", "spark://127.0.0.1:7077", "spark://node-1:7077"])
+def test_spark_master_takes_local_and_standalone_masters(master):
+    assert spark_master(master) == master

@@ -37,10 +37,9 @@ from conf.produce_settings import ProduceSettings
 from conf.stream_settings import StreamSettings
 from eosbench.bench import results
 from eosbench.bench.protocol import TXN_REQUESTS, exporter_urls, request_counts
-from eosbench.console.errors import EnvironmentProblem
+from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.kafka_admin import cluster_metadata, create_topic
 from eosbench.bench.report import EOS_OVER_ALO_TARGET
-from eosbench.console.errors import BadInput
 from eosbench.local.executor_env import cluster_spark_conf
 from eosbench.local.spark import spark_session
 from producers.perf import ProducerPerformance

@@ -185,11 +185,17 @@ def test_master_state_reads_an_html_root_page_as_not_ready(tmp_path, body, worke
 
 
 def test_cluster_start_refuses_a_taken_master_ui_port(tmp_path):
+    # A free master port of the moment, not a fixed one: the integration suite's session cluster
+    # may hold 17177 while the unit tests run in the same session.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        master_port = probe.getsockname()[1]
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         ui_port = taken.getsockname()[1]
-        cluster = StandaloneCluster(SparkClusterSettings(master_port=17177, master_ui_port=ui_port, state_dir=tmp_path))
+        cluster = StandaloneCluster(SparkClusterSettings(master_port=master_port, master_ui_port=ui_port,
+                                                         state_dir=tmp_path))
         with pytest.raises(EnvironmentProblem, match=f"port {ui_port} on 127.0.0.1 is already in use"):
             cluster.start()
     assert cluster.status()[0].pid is None

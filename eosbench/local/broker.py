@@ -24,7 +24,7 @@ from eosbench.local.environment import check_java, check_ports_free, port_accept
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.jars import resolve_bundle
 from eosbench.local.kafka_admin import wait_transactions_ready
-from eosbench.local.processes import proc_stat, process_alive, send_signal, wait_gone
+from eosbench.local.processes import read_pid_file, send_signal, wait_gone, write_pid_file
 from eosbench.local.security import ADMIN_USER, BROKER_CERT_CN, SCRAM_MECHANISM, security_material
 
 STOP_GRACE_S = 30.0
@@ -115,14 +115,7 @@ class LocalCluster:
 
     def _pid(self, node_id: int) -> int | None:
         """Return the node's pid if that process is alive and is the one this cluster launched."""
-        try:
-            pid_text, start_ticks = self._pid_file(node_id).read_text().split()
-            pid = int(pid_text)
-        except (OSError, ValueError):
-            return None
-        # The pid file also holds the process's start time, so a recycled pid never passes for
-        # a broker. (/proc/<pid>/cmdline is no help: it reads empty while the JVM starts.)
-        return pid if process_alive(pid, start_ticks) else None
+        return read_pid_file(self._pid_file(node_id))
 
     def status(self) -> list[NodeStatus]:
         """Return the truth about every node: its process, and whether its port accepts clients."""
@@ -261,8 +254,7 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # the broker outlives the command that started it
             )
-        stat = proc_stat(process.pid)
-        self._pid_file(node.node_id).write_text(f"{process.pid} {stat[1] if stat else 0}\n")
+        write_pid_file(self._pid_file(node.node_id), process.pid)
 
     def _wait_ready(self, launched: list[NodePorts]) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S

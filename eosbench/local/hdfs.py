@@ -22,7 +22,7 @@ from conf.settings import HDFS_DAEMONS, HdfsSettings, hdfs_log4j_config
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
 from eosbench.local.jars import resolve_bundle
-from eosbench.local.processes import proc_stat, process_alive, send_signal, wait_gone
+from eosbench.local.processes import read_pid_file, send_signal, wait_gone, write_pid_file
 
 STOP_GRACE_S = 20.0
 READY_TIMEOUT_S = 120.0
@@ -84,12 +84,7 @@ class LocalHdfs:
 
     def pid(self, daemon: str) -> int | None:
         """A daemon's pid, if the process it names is the one this HDFS launched and alive."""
-        try:
-            pid_text, start_ticks = self._pid_file(daemon).read_text().split()
-        except (OSError, ValueError):
-            return None
-        # The start time in the pid file keeps a recycled pid from passing for a daemon.
-        return int(pid_text) if process_alive(int(pid_text), start_ticks) else None
+        return read_pid_file(self._pid_file(daemon))
 
     # ------------------------------------------------------------------ status
 
@@ -200,8 +195,7 @@ class LocalHdfs:
                 stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
                 start_new_session=True,  # the daemon outlives the command that started it
             )
-        stat = proc_stat(process.pid)
-        self._pid_file(daemon).write_text(f"{process.pid} {stat[1] if stat else 0}\n")
+        write_pid_file(self._pid_file(daemon), process.pid)
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S

@@ -37,6 +37,23 @@ def process_alive(pid: int, start_ticks: str | None = None) -> bool:
     return stat is not None and (start_ticks is None or stat[1] == start_ticks) and _running(pid, stat[0])
 
 
+def write_pid_file(path: Path, pid: int) -> None:
+    """Record a launched daemon's pid with its start time, so that a recycled pid never passes for it."""
+    stat = proc_stat(pid)
+    path.write_text(f"{pid} {stat[1] if stat else 0}\n")
+
+
+def read_pid_file(path: Path) -> int | None:
+    """The pid a pid file names, if that process is alive and the one that was launched (its start time matches)."""
+    try:
+        pid_text, start_ticks = path.read_text().split()
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return None
+    # /proc/<pid>/cmdline is no help here: it reads empty while a JVM starts.
+    return pid if process_alive(pid, start_ticks) else None
+
+
 def _running(pid: int, state: str) -> bool:
     if state != "Z":
         return True

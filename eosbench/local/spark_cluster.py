@@ -22,7 +22,7 @@ import pyspark
 from conf.settings import SparkClusterSettings
 from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
 from eosbench.console.errors import EnvironmentProblem
-from eosbench.local.processes import command_line, descendants, proc_stat, process_alive, send_signal, wait_gone
+from eosbench.local.processes import command_line, descendants, read_pid_file, send_signal, wait_gone, write_pid_file
 
 READY_TIMEOUT_S = 90.0
 EXECUTOR_CLASS = "CoarseGrainedExecutorBackend"
@@ -73,11 +73,7 @@ class StandaloneCluster:
 
     def pid(self, name: str) -> int | None:
         """A daemon's pid, if the process it names is the one this cluster launched and alive."""
-        try:
-            pid_text, start_ticks = self._pid_file(name).read_text().split()
-        except (OSError, ValueError):
-            return None
-        return int(pid_text) if process_alive(int(pid_text), start_ticks) else None
+        return read_pid_file(self._pid_file(name))
 
     def _daemons(self) -> list[tuple[str, int, list[str]]]:
         s = self.settings
@@ -111,8 +107,7 @@ class StandaloneCluster:
                 process = subprocess.Popen([str(spark_home() / "bin" / "spark-class"), *arguments],
                                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                            env=self._env(), cwd=self.settings.state_dir, start_new_session=True)
-            stat = proc_stat(process.pid)
-            self._pid_file(name).write_text(f"{process.pid} {stat[1] if stat else 0}\n")
+            write_pid_file(self._pid_file(name), process.pid)
             if name == "master":
                 self._wait(lambda: port_accepts_connections(self.settings.master_port), "the master to listen", name)
         self._wait(lambda: self.alive_workers() >= self.settings.workers, "every worker to register", "master")

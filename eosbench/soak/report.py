@@ -82,11 +82,35 @@ class SoakReport:
             entry["recovery_max_s"] = times[-1] if times else None
         return kinds
 
+    def between_faults(self) -> dict:
+        """Committed input offsets per second from each fault's recovery to the next fault (or the last sample).
+
+        These windows are the pipeline running unhurt between faults, catch-up on a fault's backlog
+        included. Their sum gives the rate over all of them; each kind's median is over the windows
+        that follow its faults. A fault that never recovered opens no window.
+        """
+        ends = [f.at_s for f in self.faults[1:]] + [self.timeline[-1][0] if self.timeline else 0.0]
+        windows = [(f.kind, f.at_s + f.recovery_s, end) for f, end in zip(self.faults, ends)
+                   if f.recovery_s is not None and end > f.at_s + f.recovery_s]
+        seconds = offsets = 0.0
+        rates: dict[str, list[float]] = {}
+        for kind, start, end in windows:
+            inside = [sample for sample in self.timeline if start <= sample[0] <= end]
+            if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+                continue
+            span, moved = inside[-1][0] - inside[0][0], inside[-1][1] - inside[0][1]
+            seconds, offsets = seconds + span, offsets + moved
+            rates.setdefault(kind, []).append(moved / span)
+        return {"windows": sum(len(r) for r in rates.values()), "seconds": round(seconds, 1), "offsets": int(offsets),
+                "offsets_per_s": round(offsets / seconds, 1) if seconds else None,
+                "median_offsets_per_s_by_kind": {kind: round(sorted(r)[len(r) // 2], 1) for kind, r in sorted(rates.items())}}
+
     def to_json(self) -> str:
         """The whole report, faults first-class."""
         data = asdict(self)
         data["ok"] = self.ok
         data["by_kind"] = self.by_kind()
+        data["between_faults"] = self.between_faults()
         data["faults"] = [{**asdict(f), "survived": f.survived} for f in self.faults]
         return json.dumps(data, indent=2)
 
@@ -103,7 +127,7 @@ def write_report(report: SoakReport, output_dir: Path) -> None:
 
 def report_markdown(report: SoakReport) -> str:
     """The Markdown summary: verdict, faults by kind with recovery times, every violation."""
-    final = report.final
+    final, between = report.final, report.between_faults()
     verdict = ("PASSED" if report.ok else "FAILED") if report.finished else (
         "RUNNING" if report.ok else "FAILING")
     lines = [f"# Soak {report.run_id}: {verdict}", "",
@@ -119,12 +143,16 @@ def report_markdown(report: SoakReport) -> str:
              f"- unplanned restarts: {report.restarts or 'none'}",
              f"- violations: {len(report.violations)}",
              f"- visibility latency (commit returned to read_committed sees it): {_visibility(report, 'all')};"
-             f" before the first fault: {_visibility(report, 'before the first fault')}", "",
-             "| fault | injected | survived | recovery median (s) | recovery max (s) | visibility until the next fault |",
-             "|---|---|---|---|---|---|"]
+             f" before the first fault: {_visibility(report, 'before the first fault')}",
+             f"- throughput between faults (from each recovery to the next fault): {_between(between)}", "",
+             "| fault | injected | survived | recovery median (s) | recovery max (s) | offsets/s from recovery to the"
+             " next fault (median) | visibility until the next fault |",
+             "|---|---|---|---|---|---|---|"]
     for kind, entry in sorted(report.by_kind().items()):
+        rate = between["median_offsets_per_s_by_kind"].get(kind)
         lines.append(f"| {kind} | {entry['injected']} | {entry['survived']} | {entry['recovery_median_s']} |"
-                     f" {entry['recovery_max_s']} | {_visibility(report, kind)} |")
+                     f" {entry['recovery_max_s']} | {f'{rate:,.0f}' if rate is not None else '—'} |"
+                     f" {_visibility(report, kind)} |")
     lines += ["", "![timeline](timeline.png)", "", "## Rounds", "",
               "| # | at (s) | fault | what was done | recovery (s) | records checked | verify |",
               "|---|---|---|---|---|---|---|"]
@@ -134,6 +162,14 @@ def report_markdown(report: SoakReport) -> str:
     if report.violations:
         lines += ["", "## Violations", ""] + [f"- {v}" for v in report.violations]
     return "\n".join(lines) + "\n"
+
+
+def _between(figures: dict) -> str:
+    """The between-faults throughput in a few words."""
+    if not figures["windows"]:
+        return "no window"
+    return (f"{figures['offsets_per_s']:,.0f} committed input offsets/s over {figures['seconds']:,.0f} s"
+            f" in {figures['windows']} windows")
 
 
 def _visibility(report: SoakReport, period: str) -> str:

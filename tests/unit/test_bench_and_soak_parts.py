@@ -143,6 +143,19 @@ def test_soak_report_counts_survivals_and_recovery_by_kind(tmp_path):
     assert report_markdown(report).startswith("# Soak abc: FAILING"), "a running soak's report says so"
 
 
+def test_soak_throughput_between_faults_runs_from_each_recovery_to_the_next_fault(tmp_path):
+    report = _report()  # 200 offsets/s throughout; kill-driver at 10 s (recovered 22.5 s) and 30 s (50 s)
+    # Only 22.5-30 s is a window: the second kill-driver recovered as pause-broker struck, which never recovered.
+    assert report.between_faults() == {"windows": 1, "seconds": 7.5, "offsets": 1500, "offsets_per_s": 200.0,
+                                       "median_offsets_per_s_by_kind": {"kill-driver": 200.0}}
+    write_report(report, tmp_path)
+    assert json.loads((tmp_path / "report.json").read_text())["between_faults"]["windows"] == 1
+    markdown = (tmp_path / "report.md").read_text()
+    assert "- throughput between faults (from each recovery to the next fault): 200 committed input offsets/s" \
+           " over 8 s in 1 windows" in markdown
+    assert "| kill-driver | 2 | 2 | 20.0 | 20.0 | 200 |" in markdown
+
+
 def test_soak_visibility_goes_to_the_fault_before_each_commit(tmp_path):
     report = _report()  # started at 0.0; kill-driver at 10 s and 30 s, pause-broker at 50 s
     (tmp_path / "visibility.log").write_text("0:1:a 5.0 0.1\n1:4:b 15.0 0.2\n0:9:c 35.0 0.4\n*:12:d 60.0 2.0\n")
@@ -151,7 +164,7 @@ def test_soak_visibility_goes_to_the_fault_before_each_commit(tmp_path):
     assert {period: figures["samples"] for period, figures in visibility.items()} == {
         "all": 4, "before the first fault": 1, "kill-driver": 2, "pause-broker": 1}
     assert (visibility["kill-driver"]["p50_ms"], visibility["kill-driver"]["max_ms"]) == (300.0, 400.0)
-    assert "| pause-broker | 1 | 0 | None | None | p50 2000 ms, p99 2000 ms, max 2000 ms (1 transactions) |" in (
+    assert "| pause-broker | 1 | 0 | None | None | — | p50 2000 ms, p99 2000 ms, max 2000 ms (1 transactions) |" in (
         tmp_path / "report.md").read_text()
 
 

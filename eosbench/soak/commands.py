@@ -49,6 +49,9 @@ def add_soak_parser(commands) -> None:
                       help="partitions of the input and output topics")
     soak.add_argument("--gate-records", type=positive_int, default=defaults.gate_records,
                       help="input offsets the sink must commit between two faults (default: %(default)s)")
+    soak.add_argument("--max-offsets-per-trigger", type=positive_int, default=defaults.max_offsets_per_trigger,
+                      help="the stream's cap on each micro-batch; a higher cap catches up on a fault's backlog"
+                           " in fewer, cheaper batches (default: %(default)s)")
     soak.add_argument("--delivery-timeout-ms", type=positive_int, default=defaults.delivery_timeout_ms,
                       help="the producer's delivery.timeout.ms; pause-broker stops a broker 4 s longer")
     soak.add_argument("--metrics-port", type=int, default=defaults.metrics_port,
@@ -88,6 +91,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
         spark_state_dir=args.spark_state_dir, seed=args.seed,
         throughput=args.throughput, records_per_transaction=args.records_per_transaction,
         abort_ratio=args.transaction_abort_ratio, partitions=args.partitions, gate_records=args.gate_records,
+        max_offsets_per_trigger=args.max_offsets_per_trigger,
         delivery_timeout_ms=args.delivery_timeout_ms, metrics_port=args.metrics_port,
         results_dir=args.results_dir, output_dir=args.output_dir,
         max_faults=args.max_faults, security=args.security, command_config=args.command_config,

@@ -60,7 +60,9 @@ def add_bench_parser(commands) -> None:
     spark = benches.add_parser("spark", parents=[bootstrap],
                                help="the streaming job's sinks side by side on one pre-filled input")
     spark.add_argument("--records", type=positive_int, default=2_000_000, help="records in the pre-filled input")
-    spark.add_argument("--partitions", type=positive_int, default=4, help="partitions of the input and outputs")
+    spark.add_argument("--partitions", type=positive_int, nargs="+", default=[4],
+                       help="partitions of the input and outputs; several counts run one after another and"
+                            " plot how each transactional sink's cost per batch grows with them (default: 4)")
     spark.add_argument("--max-offsets-per-trigger", type=positive_int, default=500_000,
                        help="cap of each micro-batch in the drain runs")
     spark.add_argument("--rounds", type=positive_int, default=2, help="rounds, sink order rotated (default: 2)")
@@ -169,8 +171,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     elif args.bench_command == "spark":
         from eosbench.bench import spark
 
-        spark.run(bootstrap, args.records, args.partitions, args.max_offsets_per_trigger, args.rounds,
-                  args.latency_seconds, args.sinks, args.results_dir, args.trigger_seconds, args.master)
+        reports = [spark.run(bootstrap, args.records, partitions, args.max_offsets_per_trigger, args.rounds,
+                             args.latency_seconds, args.sinks, args.results_dir, args.trigger_seconds, args.master)
+                   for partitions in sorted(set(args.partitions))]
+        if len(reports) > 1:
+            print(f"plot: {spark.plot_scaling(reports, args.results_dir)}")
     else:
         from eosbench.bench import produce
 

@@ -38,6 +38,7 @@ from conf.stream_settings import StreamSettings
 from eosbench.bench import results
 from eosbench.bench.protocol import TXN_REQUESTS, exporter_urls, request_counts
 from eosbench.console.errors import BadInput, EnvironmentProblem
+from eosbench.console.plots import lines_png
 from eosbench.local.kafka_admin import cluster_metadata, create_topic
 from eosbench.bench.report import EOS_OVER_ALO_TARGET
 from eosbench.local.executor_env import cluster_spark_conf
@@ -64,6 +65,8 @@ COORDINATOR_REQUESTS = (*TXN_REQUESTS, "InitProducerId", "FindCoordinator")
 REQUEST_NAMES = ("AddPartitionsToTxn_client", "AddPartitionsToTxn_broker", *COORDINATOR_REQUESTS[1:])
 # The transaction's fixed costs, against the time spent producing records.
 FIXED_COST_PHASES = ("init", "send_offsets", "commit")
+SCOPES = {"kafka-eos+batch": "batch scope"}  # every other transactional variant is partition scope
+PROJECT_TO_PARTITIONS = 1_000  # the scaling plot's model line runs on to here
 
 
 def _fill(bootstrap: str | Connection, topic: str, records: int, partitions: int) -> None:
@@ -229,6 +232,44 @@ def scaling_line(figures: dict) -> str:
         line += (f"; {figures['producers_created_per_batch']:.2f} producers created per batch"
                  f" (cache hit {figures['producer_cache_hit_rate']:.0%}); requests {per_txn}")
     return line
+
+
+def scaling_series(reports: list[dict]) -> dict[str, dict[float, float]]:
+    """Per-batch costs against input partitions, one series per transactional sink and figure, plus the P² model.
+
+    Each report is one `run` at one partition count. A sink's figures are the median over its
+    rounds; coordinator requests are the six of COORDINATOR_REQUESTS summed (present only where
+    the JMX exporter answered).
+    """
+    series: dict[str, dict[float, float]] = {}
+    for report in reports:
+        partitions = report["partitions"]
+        for variant, runs in report.get("scaling", {}).items():
+            runs = [run for run in runs if run["transactions"]]
+            if not runs:
+                continue
+            scope = f"{SCOPES.get(variant, 'partition scope')} ({variant})"
+            figures = {"transactions": [run["transactions_per_batch"] for run in runs],
+                       "commit markers": [run["markers_per_batch"] for run in runs if run["markers"]]}
+            if all("requests" in run for run in runs):
+                figures["coordinator requests"] = [sum(rate["per_batch"] for rate in run["requests"].values())
+                                                   for run in runs]
+            for figure, values in figures.items():
+                if values:
+                    series.setdefault(f"{scope}: {figure}", {})[partitions] = statistics.median(values)
+    counts = sorted({report["partitions"] for report in reports} | {PROJECT_TO_PARTITIONS})
+    series["ideal P² (partition scope: a marker per output partition per task's transaction)"] = {
+        p: float(p * p) for p in counts}
+    return series
+
+
+def plot_scaling(reports: list[dict], results_dir: Path) -> Path:
+    """Draw the per-batch costs of runs at several partition counts, with the P² model projected to 1,000."""
+    counts = ", ".join(str(report["partitions"]) for report in reports)
+    return lines_png(scaling_series(reports), results_dir / f"spark-scaling-{reports[-1]['run_id']}.png",
+                     f"bench spark at {counts} input partitions ({reports[-1]['master']}): what each micro-batch"
+                     f" costs, measured, and the P² model of commit markers to {PROJECT_TO_PARTITIONS:,}",
+                     "input partitions (= output partitions)", "per micro-batch", log_x=True, log_y=True)
 
 
 def _trigger_rounds(bootstrap: str | Connection, spark, settings_for, source: str, partitions: int, batch_offsets: int,

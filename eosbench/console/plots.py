@@ -49,7 +49,7 @@ class PlainLogFormatter(LogFormatter):
     """Log-axis labels as plain numbers (1,000 rather than 10^3; 0.5 rather than 5x10^-1)."""
 
     def _num_to_string(self, x, vmin, vmax):
-        return f"{x:,g}"
+        return f"{x:,.0f}" if x >= 1 and float(x).is_integer() else f"{x:,g}"  # 'g' writes 1e+06 from a million
 
 
 def _log_axis(axis) -> None:

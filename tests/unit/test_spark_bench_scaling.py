@@ -5,7 +5,8 @@ from collections import Counter
 import pytest
 
 from eosbench.bench.commands import spark_master
-from eosbench.bench.spark import phase_shares, request_rates, scaling_figures, scaling_line
+from eosbench.bench.spark import (phase_shares, plot_scaling, request_rates, scaling_figures, scaling_line,
+                                  scaling_series)
 
 BEFORE = Counter({"AddPartitionsToTxn_client": 100, "AddOffsetsToTxn": 50, "TxnOffsetCommit": 50, "EndTxn": 50,
                   "InitProducerId": 10, "FindCoordinator": 7})
@@ -53,6 +54,30 @@ def test_scaling_figures_without_an_exporter_keep_rates_and_shares_only():
                        "phase_shares": {"init": 0.2, "send_offsets": 0.1, "commit": 0.3}}
     assert scaling_line(figures) == ("64 transactions in 4 batches, 8.0/s, 256 markers per batch; time in init 20%,"
                                      " send_offsets 10%, commit 30%")
+
+
+def _run_at(partitions: int) -> dict:
+    """A report of `run` at one partition count: P transactions and P² markers a batch, batch scope one and P."""
+    per_batch = scaling_figures(4 * partitions, 4, 8.0, PHASES, 4 * partitions ** 2, BEFORE, AFTER)
+    batch_scope = scaling_figures(4, 4, 8.0, PHASES, 4 * partitions, Counter(), None)
+    alo = scaling_figures(0, 4, 8.0, PHASES, 0, Counter(), None)  # no transactions: not plotted
+    return {"run_id": f"r{partitions}", "partitions": partitions, "master": "spark://127.0.0.1:7077",
+            "scaling": {"kafka-eos": [per_batch], "kafka-eos+batch": [batch_scope], "kafka-alo": [alo]}}
+
+
+def test_scaling_series_put_each_sinks_per_batch_costs_against_partitions_with_the_model_to_1000(tmp_path):
+    series = scaling_series([_run_at(4), _run_at(16)])
+    assert series == {
+        "partition scope (kafka-eos): transactions": {4: 4.0, 16: 16.0},
+        "partition scope (kafka-eos): commit markers": {4: 16.0, 16: 256.0},
+        # the fake counters: 16 of each of four requests, 4 InitProducerId and 8 FindCoordinator a batch
+        "partition scope (kafka-eos): coordinator requests": {4: 76.0, 16: 76.0},
+        "batch scope (kafka-eos+batch): transactions": {4: 1.0, 16: 1.0},
+        "batch scope (kafka-eos+batch): commit markers": {4: 4.0, 16: 16.0},
+        "ideal P² (partition scope: a marker per output partition per task's transaction)":
+            {4: 16.0, 16: 256.0, 1000: 1_000_000.0}}
+    assert plot_scaling([_run_at(4), _run_at(16)], tmp_path).read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "spark-scaling-r16.png").exists()
 
 
 @pytest.mark.parametrize("master", ["local", "local[2,4]", "local[*]", "spark://127.0.0.1:7077", "spark://node-1:7077"])

@@ -273,6 +273,19 @@ def _bounds(partitions: np.ndarray, offsets: dict[int, int]) -> np.ndarray:
     return lookup[np.clip(partitions, 0, None)]
 
 
+def _members(values: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    """Which values occur in pool, as np.isin answers, by one sort and a binary search.
+
+    np.isin (numpy 2.4) took 10.5 s for two million packed ids against two million, 3.4 s with
+    kind="sort"; this takes 0.25 s. The soak's live verify asks it after every fault, over every
+    record held, so it set how long a soak's rounds grew.
+    """
+    if pool.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    ordered = np.sort(pool)
+    return ordered[np.minimum(np.searchsorted(ordered, values), ordered.size - 1)] == values
+
+
 def _pack(partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
     return (partition.astype(np.int64) << 40) | offset.astype(np.int64)
 
@@ -439,16 +452,16 @@ def _judge(report: VerifyReport, delivered: TopicIndex, judged: np.ndarray, comm
     """The record view: the (partition, offset) each delivered record names, against the input's."""
     delivered_src = _pack(delivered.src_partition, delivered.src_offset)
     committed_src = _pack(committed_in.partition, committed_in.offset)
-    from_committed = np.isin(delivered_src, committed_src)
+    from_committed = _members(delivered_src, committed_src)
     in_input = (delivered.src_offset >= 0) & _below(delivered.src_partition, delivered.src_offset,
                                                     committed_in.end_offsets)
     sources, deliveries = np.unique(delivered_src[judged & from_committed], return_counts=True)
     report.duplicates = int((deliveries - 1).sum())
-    lost = ~np.isin(_pack(expected.partition, expected.offset), delivered_src)
+    lost = ~_members(_pack(expected.partition, expected.offset), delivered_src)
     unexpected = judged & ~in_input
     aborted = judged & in_input & ~from_committed
     report.lost, report.unexpected, report.aborted_reads = (int(np.count_nonzero(m)) for m in (lost, unexpected, aborted))
-    duplicated = np.isin(delivered_src, sources[deliveries > 1])
+    duplicated = _members(delivered_src, sources[deliveries > 1])
     report.samples.update({"duplicates": np.unique(delivered.seq[duplicated])[:SAMPLE].tolist(),
                            "lost": expected.seq[lost][:SAMPLE].tolist(),
                            "unexpected": delivered.seq[unexpected][:SAMPLE].tolist(),

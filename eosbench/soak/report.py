@@ -103,7 +103,8 @@ class SoakReport:
             rates.setdefault(kind, []).append(moved / span)
         return {"windows": sum(len(r) for r in rates.values()), "seconds": round(seconds, 1), "offsets": int(offsets),
                 "offsets_per_s": round(offsets / seconds, 1) if seconds else None,
-                "median_offsets_per_s_by_kind": {kind: round(sorted(r)[len(r) // 2], 1) for kind, r in sorted(rates.items())}}
+                "median_offsets_per_s_by_kind": {kind: round(sorted(r)[len(r) // 2], 1)
+                                                 for kind, r in sorted(rates.items())}}
 
     def to_json(self) -> str:
         """The whole report, faults first-class."""

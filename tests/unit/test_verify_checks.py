@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from conf.headers import read_txn_header, transaction_identity, txn_header
-from streaming.verify import (TopicIndex, VerifyReport, _judge, committed_floors, group_offset_mismatches, reordered_pairs,
-                              sources_by_key, torn_transactions)
+from streaming.verify import (TopicIndex, VerifyReport, _judge, _members, committed_floors, group_offset_mismatches,
+                              reordered_pairs, sources_by_key, torn_transactions)
 
 A, B, C = "0:3:00000000000000a", "1:3:00000000000000b", "*:4:00000000000000c"
 
@@ -120,3 +121,13 @@ def test_matched_by_key_a_group_may_stop_anywhere_from_after_the_last_committed_
         "in[0]: group app at 5, outside [6, 10] (after the last committed record, end)",
         "in[1]: group app at 5, outside [0, 4] (after the last committed record, end)",
         "in[2]: group app at 1, outside [0, 0] (after the last committed record, end)"]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_members_answers_as_np_isin_does(seed):
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 5_000, 20_000)
+    pool = rng.integers(0, 5_000, int(rng.integers(0, 3_000)))  # repeats, gaps, sometimes empty
+    assert np.array_equal(_members(values, pool), np.isin(values, pool))
+    assert np.array_equal(_members(values, pool[:0]), np.zeros(values.size, dtype=bool))
+    assert np.array_equal(_members(values[:0], pool), np.zeros(0, dtype=bool))

@@ -51,9 +51,10 @@ records in flight (above them) are checked for duplicates and aborted reads wher
 source is below the stable offsets read, and a transaction is judged whole once one of its
 records names a source below the group's offsets (it committed them, and the wait above saw its
 markers written). An output transaction still open after `stable_timeout_s` is reported as
-hanging. A soak verifies again and again, so its live
-verifies read through an `IncrementalIndexes`, which fetches only the records after those it
-already holds; a soak of days would otherwise re-read every topic after every fault.
+hanging. A live verify can read through an `IncrementalIndexes`, which fetches only the records
+after those it already holds. The soak verifies again and again, so for output with eos headers
+it uses `streaming.live_ledger` instead, which also judges only the new records;
+`judge_records` is the arithmetic that ledger is held equal to.
 """
 
 from __future__ import annotations
@@ -378,6 +379,26 @@ def verify(bootstrap: str | Connection, input_topic: str, output_topic: str, app
         inputs = [committed_in] + ([all_in] if all_in is not None else [])
         out = sources_by_key(out, inputs)
         dead = sources_by_key(dead, inputs) if dead is not None else None
+    judge_records(report, committed_in, out, dead, cutoff, stable)
+
+    if live:
+        return _conclude(report)
+    input_ends = stable_and_end_offsets(bootstrap, input_topic)
+    for topic, offsets in [(input_topic, input_ends), *((t, stable_and_end_offsets(bootstrap, t)) for t in outputs)]:
+        for partition, (stable, end) in offsets.items():
+            if stable != end:
+                report.hanging_partitions.append(f"{topic}[{partition}]: last stable offset {stable} < end {end}")
+    if app_id:
+        ends = {partition: end for partition, (_, end) in input_ends.items()}
+        floors = committed_floors(committed_in, ends) if match_by == "key" else None
+        report.group_offset_mismatches += group_offset_mismatches(
+            input_topic, app_id, group_offsets(bootstrap, app_id, input_topic, sorted(ends)), ends, floors)
+    return _conclude(report)
+
+
+def judge_records(report: VerifyReport, committed_in: TopicIndex, out: TopicIndex, dead: TopicIndex | None,
+                  cutoff: dict[int, int] | None, stable: dict[int, int] | None) -> None:
+    """The record, key, order and whole-transaction checks over everything held (live: cutoff and stable given)."""
     delivered = TopicIndex.concatenated(out, dead) if dead is not None else out
     expected = committed_in.below(cutoff) if cutoff is not None else committed_in
     # In a live run a delivered record is judged only once its source is below the stable offsets read.
@@ -396,20 +417,6 @@ def verify(bootstrap: str | Connection, input_topic: str, output_topic: str, app
         report.transactions_checked += checked
         torn += torn_here
     report.torn, report.samples["torn"] = len(torn), torn[:SAMPLE]
-
-    if live:
-        return _conclude(report)
-    input_ends = stable_and_end_offsets(bootstrap, input_topic)
-    for topic, offsets in [(input_topic, input_ends), *((t, stable_and_end_offsets(bootstrap, t)) for t in outputs)]:
-        for partition, (stable, end) in offsets.items():
-            if stable != end:
-                report.hanging_partitions.append(f"{topic}[{partition}]: last stable offset {stable} < end {end}")
-    if app_id:
-        ends = {partition: end for partition, (_, end) in input_ends.items()}
-        floors = committed_floors(committed_in, ends) if match_by == "key" else None
-        report.group_offset_mismatches += group_offset_mismatches(
-            input_topic, app_id, group_offsets(bootstrap, app_id, input_topic, sorted(ends)), ends, floors)
-    return _conclude(report)
 
 
 def committed_floors(committed_in: TopicIndex, ends: dict[int, int]) -> dict[int, int]:

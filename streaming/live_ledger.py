@@ -22,13 +22,19 @@ before, which an exactly-once sink never commits) keep the records already expec
 
 from __future__ import annotations
 
+import functools
+import threading
+
 import numpy as np
+from confluent_kafka import KafkaException
 
 from conf.client_config import Connection
 from streaming.verify import (SAMPLE, TopicIndex, VerifyReport, _below, _bounds, _conclude, _members, group_offsets,
                               read_index, reordered_pairs, stable_and_end_offsets, wait_until_stable)
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+READ_TIMEOUT_S = 60.0
+READ_AHEAD_TIMEOUT_S = 10.0  # a read ahead gives up soon: the round reads whatever it left
 
 
 class _ByOffset:
@@ -105,6 +111,8 @@ class LiveLedger:
 
     def __init__(self) -> None:
         self._next: dict[str, dict[int, int]] = {}  # per topic, the offset after the last record read
+        self._ahead: dict[str, list[TopicIndex]] = {}  # per topic, records read ahead of the next round
+        self._reading = threading.Lock()
         self._ends: dict[int, int] = {}  # the input's end offsets at its latest read
         self._committed_seq = _ByOffset(np.int64, -1)
         self._delivered_any = _ByOffset(bool, False)
@@ -121,11 +129,31 @@ class LiveLedger:
         self._samples: dict[str, list] = {name: [] for name in ("duplicates", "unexpected", "aborted_reads",
                                                                 "reordered")}
 
-    def read(self, bootstrap: str | Connection, topic: str, with_src: bool, isolation: str = "read_committed"
-             ) -> TopicIndex:
-        """The records of `topic` after those read before (all of them the first time)."""
+    def read(self, bootstrap: str | Connection, topic: str, with_src: bool) -> TopicIndex:
+        """The records of `topic` after those read before, read-ahead included (all of them the first time)."""
+        with self._reading:
+            chunks = self._ahead.pop(topic, []) + [self._read_new(bootstrap, topic, with_src, READ_TIMEOUT_S)]
+        return functools.reduce(TopicIndex.concatenated, chunks)
+
+    def read_ahead(self, bootstrap: str | Connection, topics: list[tuple[str, bool]]) -> None:
+        """Read what is new now, for the next round to judge; a read that fails leaves nothing behind.
+
+        A read_committed read returns records below the last stable offset, which never change, so
+        reading part of a round's records early and the rest at the round gives what one read at
+        the round gives. The soak reads ahead while it waits for a recovery, when its own process
+        is idle, so that a round's verify reads only the last few seconds.
+        """
+        for topic, with_src in topics:
+            with self._reading:
+                try:
+                    chunk = self._read_new(bootstrap, topic, with_src, READ_AHEAD_TIMEOUT_S)
+                except (KafkaException, TimeoutError, ValueError, RuntimeError):
+                    return  # a broker down or paused: the round reads it all
+                self._ahead.setdefault(topic, []).append(chunk)
+
+    def _read_new(self, bootstrap: str | Connection, topic: str, with_src: bool, timeout_s: float) -> TopicIndex:
         held = self._next.setdefault(topic, {})
-        chunk = read_index(bootstrap, topic, isolation, with_src, start_offsets=dict(held))
+        chunk = read_index(bootstrap, topic, "read_committed", with_src, timeout_s=timeout_s, start_offsets=dict(held))
         held.update(chunk.next_offsets())
         return chunk
 

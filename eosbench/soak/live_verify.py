@@ -12,6 +12,7 @@ verifier reads everything afresh.
 
 from __future__ import annotations
 
+import threading
 import time
 
 from confluent_kafka import KafkaException
@@ -24,6 +25,7 @@ from streaming.verify import (IncrementalIndexes, VerifyReport, committed_floors
                               group_offsets, stable_and_end_offsets, verify, wait_until_stable)
 
 HANGING_TIMEOUT_S = 60
+READ_AHEAD_EVERY_S = 5.0
 
 
 class LiveVerifier:
@@ -36,6 +38,27 @@ class LiveVerifier:
         self.last_read_error: str | None = None  # why the last look at the group's offsets failed
         # Kafka's copier writes no eos headers: its output meets the input by key, and no torn check applies.
         self.match_by = "key" if pipeline.copiers else "source"
+        self._stop_reading_ahead = threading.Event()
+        self._reader: threading.Thread | None = None
+
+    def start_reading_ahead(self) -> None:
+        """Read the topics ahead of the next round every few seconds, so that a round reads only its last seconds."""
+        if self.match_by != "source" or self._reader is not None:
+            return
+        p = self.pipeline
+        topics = [(p.input_topic, False), (p.output_topic, True), (p.dead_letter_topic, True)]
+
+        def read_ahead() -> None:
+            while not self._stop_reading_ahead.wait(READ_AHEAD_EVERY_S):
+                self.ledger.read_ahead(p.bootstrap, topics)
+        self._reader = threading.Thread(target=read_ahead, name="eosbench-soak-read-ahead", daemon=True)
+        self._reader.start()
+
+    def stop_reading_ahead(self) -> None:
+        """Stop reading ahead (before the final verify, which reads everything afresh)."""
+        self._stop_reading_ahead.set()
+        if self._reader is not None:
+            self._reader.join(timeout=60)
 
     def after_fault(self, record: FaultRecord) -> None:
         """Verify the stable prefix and wait for every open transaction to end; fill in the round's record."""

@@ -104,6 +104,7 @@ class Soak:
                                                      self.started)
             self.metrics.follow(sampler)
             self._keep_alive()
+            self.verifier.start_reading_ahead()
             gate = ProgressGate(sampler, o.gate_records)
             if not self.wait_for(gate.is_open, FIRST_RECORDS_TIMEOUT_S, "the first records"):
                 raise EnvironmentProblem(f"the pipeline never started; see {self.output_dir / 'logs'}")
@@ -128,6 +129,7 @@ class Soak:
             self._finish()
             self.report.finished = True
         finally:
+            self.verifier.stop_reading_ahead()
             p.kill()
             if self.sampler is not None:
                 self.sampler.stop()
@@ -176,6 +178,7 @@ class Soak:
     def _finish(self) -> None:
         """Stop and fence the producer, let the stream drain, then run the full verifier."""
         self.say("stopping the producer and fencing its transactional id; draining the stream")
+        self.verifier.stop_reading_ahead()
         self.pipeline.stop_producer()
         if not self.wait_for(self.verifier.drained, self.options.recovery_timeout_s, "the stream to drain"):
             why = f" (the group's offsets could not be read: {self.verifier.last_read_error})" \

@@ -142,3 +142,27 @@ def test_samples_name_records_that_broke_a_check():
         report = ledger.add(new_in, new_out, new_dead, dict(pipeline.cutoff), dict(pipeline.stable))
     assert len(report.samples["lost"]) == min(10, report.lost) and report.samples["torn"][0].startswith("txn-")
     assert all(seq >= 10_000 for seq in report.samples["aborted_reads"])  # the simulator's aborted reads
+
+
+def test_a_read_ahead_and_the_rounds_read_give_what_one_read_gives(monkeypatch):
+    from streaming import live_ledger
+
+    reads = iter([index([(1, 0, 0, -1, -1, -1, 0), (2, 1, 0, -1, -1, -1, 0)], {0: 1, 1: 2}),  # read ahead
+                  TimeoutError("no end of partition within 10.0 s"),  # a read ahead during a broker's pause
+                  index([(3, 1, 1, -1, -1, -1, 0)], {0: 3, 1: 2})])  # the round's own read
+    starts = []
+
+    def fake_read_index(bootstrap, topic, isolation, with_src, timeout_s=60.0, start_offsets=None):
+        starts.append((start_offsets, timeout_s))
+        read = next(reads)
+        if isinstance(read, Exception):
+            raise read
+        return read
+    monkeypatch.setattr(live_ledger, "read_index", fake_read_index)
+    ledger = LiveLedger()
+    ledger.read_ahead("b", [("in", False)])
+    ledger.read_ahead("b", [("in", False)])  # fails: nothing kept, and the next read starts where the first ended
+    round_read = ledger.read("b", "in", with_src=False)
+    assert starts == [({}, 10.0), ({0: 1, 1: 1}, 10.0), ({0: 1, 1: 1}, 60.0)]
+    assert round_read.seq.tolist() == [1, 2, 3] and round_read.offset.tolist() == [0, 0, 1]
+    assert round_read.end_offsets == {0: 3, 1: 2}, "the latest read's end offsets"

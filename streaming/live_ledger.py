@@ -29,8 +29,8 @@ import numpy as np
 from confluent_kafka import KafkaException
 
 from conf.client_config import Connection
-from streaming.verify import (SAMPLE, TopicIndex, VerifyReport, _below, _bounds, _conclude, _members, group_offsets,
-                              read_index, reordered_pairs, stable_and_end_offsets, wait_until_stable)
+from streaming.verify import (SAMPLE, TopicIndex, VerifyReport, _below, _bounds, _conclude, _members, live_bounds,
+                              read_index, reordered_pairs)
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 READ_TIMEOUT_S = 60.0
@@ -294,11 +294,8 @@ class LiveLedger:
 def verify_live(bootstrap: str | Connection, input_topic: str, output_topic: str, app_id: str,
                 dead_letter_topic: str | None, ledger: LiveLedger, stable_timeout_s: float = 90.0) -> VerifyReport:
     """`verify(live=True)` for a pipeline with eos headers, reading and judging only what came since the last round."""
-    input_partitions = sorted(stable_and_end_offsets(bootstrap, input_topic))
-    cutoff = {p: max(0, o) for p, o in group_offsets(bootstrap, app_id, input_topic, input_partitions).items()}
-    stable = {p: lso for p, (lso, _) in stable_and_end_offsets(bootstrap, input_topic).items()}
     outputs = [output_topic] + ([dead_letter_topic] if dead_letter_topic else [])
-    hanging = wait_until_stable(bootstrap, outputs, timeout_s=stable_timeout_s)
+    cutoff, stable, hanging = live_bounds(bootstrap, input_topic, app_id, outputs, stable_timeout_s)
     committed_in = ledger.read(bootstrap, input_topic, with_src=False)
     out = ledger.read(bootstrap, output_topic, with_src=True)
     dead = ledger.read(bootstrap, dead_letter_topic, with_src=True) if dead_letter_topic else None

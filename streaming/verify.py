@@ -355,12 +355,8 @@ def verify(bootstrap: str | Connection, input_topic: str, output_topic: str, app
     if live:
         if not app_id:
             raise ValueError("a live verify needs the sink's app id (its group offsets bound what must be delivered)")
-        input_partitions = sorted(stable_and_end_offsets(bootstrap, input_topic))
-        cutoff = {p: max(0, o) for p, o in group_offsets(bootstrap, app_id, input_topic, input_partitions).items()}
-        stable = {p: lso for p, (lso, _) in stable_and_end_offsets(bootstrap, input_topic).items()}
-        # Everything counted in the group's offsets was written before them: once the transactions
-        # open on the outputs now have ended, all of it lies below the last stable offsets.
-        report.hanging_partitions += wait_until_stable(bootstrap, outputs, timeout_s=stable_timeout_s)
+        cutoff, stable, hanging = live_bounds(bootstrap, input_topic, app_id, outputs, stable_timeout_s)
+        report.hanging_partitions += hanging
     committed_in = read(bootstrap, input_topic, "read_committed", with_src=False)
     all_in = None if live else read_index(bootstrap, input_topic, "read_uncommitted", with_src=False)
     if stable is not None:
@@ -394,6 +390,20 @@ def verify(bootstrap: str | Connection, input_topic: str, output_topic: str, app
         report.group_offset_mismatches += group_offset_mismatches(
             input_topic, app_id, group_offsets(bootstrap, app_id, input_topic, sorted(ends)), ends, floors)
     return _conclude(report)
+
+
+def live_bounds(bootstrap: str | Connection, input_topic: str, app_id: str, outputs: list[str],
+                stable_timeout_s: float) -> tuple[dict[int, int], dict[int, int], list[str]]:
+    """A live verify's bounds: the group's offsets, then the input's last stable offsets, then the outputs settled.
+
+    Returns (group offsets, last stable offsets, output partitions still hanging after the wait).
+    """
+    input_partitions = sorted(stable_and_end_offsets(bootstrap, input_topic))
+    cutoff = {p: max(0, o) for p, o in group_offsets(bootstrap, app_id, input_topic, input_partitions).items()}
+    stable = {p: lso for p, (lso, _) in stable_and_end_offsets(bootstrap, input_topic).items()}
+    # Everything counted in the group's offsets was written before them: once the transactions
+    # open on the outputs now have ended, all of it lies below the last stable offsets.
+    return cutoff, stable, wait_until_stable(bootstrap, outputs, timeout_s=stable_timeout_s)
 
 
 def judge_records(report: VerifyReport, committed_in: TopicIndex, out: TopicIndex, dead: TopicIndex | None,

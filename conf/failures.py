@@ -22,7 +22,7 @@ import socket
 from conf.settings import SettingsError
 
 __all__ = ["AuthorizationFailure", "EnvironmentFailure", "RunFailed", "SettingsError", "authorization_failure",
-           "bind_failure", "kafka_failure", "kafka_reason"]
+           "bind_failure", "java_error_line", "kafka_failure", "kafka_reason", "streaming_query_failure"]
 
 
 class EnvironmentFailure(RuntimeError):
@@ -107,6 +107,36 @@ def java_authorization_failure(text: str, resource: str = "") -> AuthorizationFa
             where = match.group(1) if match.groups() else resource or _AUTHORIZATION_ERRORS[name].lower()
             return AuthorizationFailure(f"{name} on {where}: {ACLS_HINT}")
     return None
+
+
+def java_error_line(text: str) -> str:
+    """The line of a py4j error that names the Java exception, rather than 'An error occurred while calling o42.start.'."""
+    for line in text.splitlines():
+        if re.match(r"^(: )?[\w.$]+(Exception|Error)\b", line.strip()):
+            return line.strip().removeprefix(": ")
+    return text.strip().splitlines()[0] if text.strip() else "unknown error"
+
+
+# Spark words a failed query as "[STREAM_FAILED] Query [id = …, runId = …] terminated with
+# exception: <cause> SQLSTATE: …", then dumps the query's offsets and plan; only the cause says why.
+_QUERY_CAUSE = re.compile(r"terminated with exception: (.+?)(?: SQLSTATE: \w+)?$", re.MULTILINE)
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*: \S")  # "ValueError: …", the last line of a Python traceback
+
+
+def streaming_query_failure(error: object) -> EnvironmentFailure:
+    """The one-line failure of a streaming query that stopped with an error: its cause, without ids or plan.
+
+    A query stops for good when what it runs on does (a checkpoint store that is down, a broker
+    unreachable past the source's retries), so it is the environment's; the driver's log above
+    the line keeps Spark's stack trace. An error raised in the Python of foreachBatch reaches
+    Spark as a traceback, whose last line names it.
+    """
+    text = str(error).split("=== Streaming Query ===")[0]
+    cause = _QUERY_CAUSE.search(text)
+    line = cause[1].strip() if cause else java_error_line(text)
+    _, traceback, python_frames = text.partition("Traceback (most recent call last):")
+    raised = [frame.strip() for frame in python_frames.splitlines() if _RAISED.match(frame)] if traceback else []
+    return EnvironmentFailure(f"the streaming query failed: {raised[-1] if raised else line}")
 
 
 def kafka_failure(error: object, message: str) -> Exception:

@@ -167,7 +167,7 @@ class TransactionalSink:
         try:
             with self.lock, stop_kept_short(batch_id):
                 stats = self._run_batch(df, batch_id)
-        except (SinkPreconditionError, AuthorizationFailure) as exc:
+        except (SinkPreconditionError, AuthorizationFailure, ExactlyOnceViolation) as exc:
             self.refusal = exc
             raise
         except Exception as exc:

@@ -28,7 +28,8 @@ if __package__ in (None, ""):  # `spark-submit streaming/job.py`: make the repos
 
 try:
     from conf.client_config import COMMAND_CONFIG_HELP, ClientConfig  # noqa: E402
-    from conf.failures import AuthorizationFailure, java_authorization_failure  # noqa: E402
+    from conf.failures import (EnvironmentFailure, RunFailed, java_authorization_failure,  # noqa: E402
+                               streaming_query_failure)
     from conf.metrics_endpoint import add_metrics_tls_arguments, metrics_url  # noqa: E402
     from conf.settings import (DEFAULT_BOOTSTRAP, STDOUT, SettingsError, linger_for_final_scrape,  # noqa: E402
                                validation_error_line)
@@ -379,7 +380,7 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
             if getattr(sink, "refusal", None) is None:
                 denied = java_authorization_failure(str(exc))  # Spark's Kafka source or writer refused
                 if denied is None:
-                    raise
+                    raise streaming_query_failure(exc) from exc
                 raise denied from None
         finally:
             if watcher:
@@ -394,7 +395,7 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     if getattr(sink, "refusal", None) is not None:
         raise sink.refusal
     if query.exception() is not None:
-        raise RuntimeError(f"the streaming query failed: {str(query.exception()).splitlines()[0]}")
+        raise streaming_query_failure(query.exception())
     if settings.output_json and settings.output_json != STDOUT:  # stdout gets it anyway, last
         settings.output_json.write_text(summary.to_json() + "\n")
     return summary
@@ -434,8 +435,10 @@ def main(argv: list[str] | None = None) -> int:
         summary = run(spark, settings)
     except SettingsError as exc:  # the sink refused the query or the group: nothing was committed
         parser.exit(2, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
-    except AuthorizationFailure as exc:  # a missing ACL: the CLI contract's exit 3, the environment
+    except EnvironmentFailure as exc:  # a missing ACL, or what the query ran on stopped: the CLI contract's exit 3
         parser.exit(3, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
+    except RunFailed as exc:  # the sink's own check failed (an exactly-once violation)
+        parser.exit(1, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
     if args.report_python:
         summary.python = python_locations(spark)
     print(summary.to_json())

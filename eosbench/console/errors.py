@@ -18,7 +18,7 @@ from collections.abc import Callable
 import yaml
 from pydantic import ValidationError
 
-from conf.failures import EnvironmentFailure, RunFailed, kafka_failure, kafka_reason
+from conf.failures import EnvironmentFailure, RunFailed, java_error_line, kafka_failure, kafka_reason
 from conf.settings import SettingsError, validation_error_line, yaml_error_line
 
 EXIT_CHECK_FAILED = 1
@@ -114,7 +114,7 @@ def classify_failure(exc: Exception) -> tuple[int | None, str]:
     if module.startswith(("py4j", "pyspark")):
         # Spark rejects an argument it was handed (a setting, an option) as IllegalArgumentException.
         kind = EXIT_BAD_INPUT if type(exc).__name__ == "IllegalArgumentException" else EXIT_ENVIRONMENT
-        return kind, f"Spark: {_java_error_line(str(exc))}"
+        return kind, f"Spark: {java_error_line(str(exc))}"
     if isinstance(exc, OSError):
         where = f" ({exc.filename})" if exc.filename else ""
         return EXIT_ENVIRONMENT, f"{exc.strerror or _first_line(exc)}{where}"
@@ -182,11 +182,3 @@ def tls_verify_problem(bootstrap: str, security: dict[str, str], timeout_s: floa
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _java_error_line(text: str) -> str:
-    """The line of a py4j error that names the Java exception, rather than 'An error occurred while calling o42.start.'."""
-    for line in text.splitlines():
-        if re.match(r"^(: )?[\w.$]+(Exception|Error)\b", line.strip()):
-            return line.strip().removeprefix(": ")
-    return text.strip().splitlines()[0] if text.strip() else "unknown error"

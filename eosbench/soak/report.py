@@ -35,6 +35,16 @@ class FaultRecord:
 
 
 @dataclass
+class UnplannedExit:
+    """A supervised process that died on its own (not by a fault), and the last line it wrote: why."""
+
+    at_s: float  # seconds since the soak started, when the soak saw it dead
+    process: str
+    exit_code: int | None
+    last_line: str
+
+
+@dataclass
 class SoakReport:
     """The soak's verdict: JSON, Markdown and a PNG timeline are written from it."""
 
@@ -43,7 +53,7 @@ class SoakReport:
     started_at: float
     seconds: float = 0.0
     faults: list[FaultRecord] = field(default_factory=list)
-    restarts: dict[str, int] = field(default_factory=dict)
+    exits: list[UnplannedExit] = field(default_factory=list)  # each followed by a restart
     final: dict = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
     timeline: list[tuple[float, int]] = field(default_factory=list)
@@ -61,6 +71,14 @@ class SoakReport:
             periods.setdefault(before[-1].kind if before else "before the first fault", []).append(seconds)
         self.visibility = {"all": percentiles([seconds for _, seconds in samples]),
                            **{period: percentiles(seconds) for period, seconds in sorted(periods.items())}}
+
+    @property
+    def restarts(self) -> dict[str, int]:
+        """Unplanned restarts per process."""
+        counts: dict[str, int] = {}
+        for died in self.exits:
+            counts[died.process] = counts.get(died.process, 0) + 1
+        return counts
 
     @property
     def ok(self) -> bool:
@@ -110,6 +128,7 @@ class SoakReport:
         """The whole report, faults first-class."""
         data = asdict(self)
         data["ok"] = self.ok
+        data["restarts"] = self.restarts
         data["by_kind"] = self.by_kind()
         data["between_faults"] = self.between_faults()
         data["faults"] = [{**asdict(f), "survived": f.survived} for f in self.faults]
@@ -141,7 +160,8 @@ def report_markdown(report: SoakReport) -> str:
              *([f"- output matched to input by key (`{report.options.get('pipeline')}` writes no eos headers):"
                 " the torn-transaction check does not apply, and the stream's visibility log is not kept"]
                if final.get("match_by") == "key" else []),
-             f"- unplanned restarts: {report.restarts or 'none'}",
+             "- unplanned restarts: " + (", ".join(f"{process} {count}" for process, count in report.restarts.items())
+                                         + " (why: Unplanned exits, below)" if report.exits else "none"),
              f"- violations: {len(report.violations)}",
              f"- visibility latency (commit returned to read_committed sees it): {_visibility(report, 'all')};"
              f" before the first fault: {_visibility(report, 'before the first fault')}",
@@ -160,9 +180,18 @@ def report_markdown(report: SoakReport) -> str:
     for f in report.faults:
         lines.append(f"| {f.index + 1} | {f.at_s} | {f.kind} | {f.detail} | {f.recovery_s} | {f.records_checked:,} |"
                      f" {'ok' if not f.violations else '; '.join(f.violations)} |")
+    if report.exits:
+        lines += ["", "## Unplanned exits", "", "Each was restarted at once; the line is the last the process wrote.", "",
+                  "| at (s) | process | exit code | last line |", "|---|---|---|---|"]
+        lines += [f"| {died.at_s} | {died.process} | {died.exit_code} | {_cell(died.last_line)} |" for died in report.exits]
     if report.violations:
         lines += ["", "## Violations", ""] + [f"- {v}" for v in report.violations]
     return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return text.replace("|", "\\|")
 
 
 def _between(figures: dict) -> str:

@@ -46,7 +46,7 @@ from eosbench.soak.metrics import SoakMetrics
 from eosbench.soak.options import SoakOptions
 from eosbench.soak.pipeline import Pipeline
 from eosbench.soak.progress import SAMPLE_EVERY_S, ProgressGate, ProgressSampler
-from eosbench.soak.report import FaultRecord, SoakReport, write_report
+from eosbench.soak.report import FaultRecord, SoakReport, UnplannedExit, write_report
 
 FIRST_RECORDS_TIMEOUT_S = 300
 STATUS_EVERY_S = 10
@@ -220,9 +220,10 @@ class Soak:
         self.pipeline.revive(self.sampler.processed() if self.sampler else 0, self._count_restart)
 
     def _count_restart(self, child: Child) -> None:
-        self.report.restarts[child.name] = self.report.restarts.get(child.name, 0) + 1
+        last_line = child.last_lines(1)
+        self.report.exits.append(UnplannedExit(round(self._elapsed(), 1), child.name, child.exit_code(), last_line[:300]))
         self.metrics.restarted(child.name)
-        self.say(f"{child.name} exited ({child.exit_code()}): {child.last_lines(1)[:160]}; restarting")
+        self.say(f"{child.name} exited ({child.exit_code()}): {last_line[:160]}; restarting")
 
     def _elapsed(self) -> float:
         return time.monotonic() - self.started

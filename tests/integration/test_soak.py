@@ -186,6 +186,10 @@ def test_stream_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_worker_
     details = {fault["kind"]: fault["detail"] for fault in report["faults"]}
     assert sorted(details) == sorted(CLUSTER_FAULTS), [f["kind"] for f in report["faults"]]
     assert details["restart-hdfs"].startswith("SIGKILL HDFS NameNode pid"), details
+    # The NameNode's kill fails the query's next checkpoint write; the job's last words say so in one line.
+    stream_exits = [died for died in report["exits"] if died["process"] == "stream"]
+    assert stream_exits and all(died["exit_code"] == 3 and died["last_line"].startswith(
+        "streaming/job.py: error: the streaming query failed: ") for died in stream_exits), stream_exits
     assert details["kill-worker"].startswith("SIGKILL Spark worker-"), details
     # Each kind's first round; an executor JVM on even rounds, a Python worker on odd ones.
     assert details["kill-executor"].startswith("SIGKILL executor JVM pid"), details

@@ -21,7 +21,7 @@ from eosbench.console.errors import EnvironmentProblem
 from eosbench.bench.report import knee
 from eosbench.soak.faults import FAULTS, _java_string_hash
 from eosbench.soak.options import SoakOptions
-from eosbench.soak.report import FaultRecord, SoakReport, report_markdown, write_report
+from eosbench.soak.report import FaultRecord, SoakReport, UnplannedExit, report_markdown, write_report
 from eosbench.local.spark_cluster import StandaloneCluster
 from streaming import verify
 from streaming.job import steady_input_rate
@@ -141,6 +141,27 @@ def test_soak_report_counts_survivals_and_recovery_by_kind(tmp_path):
     assert (tmp_path / "timeline.png").read_bytes()[:4] == b"\x89PNG"
     report.finished = False
     assert report_markdown(report).startswith("# Soak abc: FAILING"), "a running soak's report says so"
+
+
+def test_soak_report_says_why_each_unplanned_restart_was_needed(tmp_path):
+    report = _report()
+    assert "- unplanned restarts: none" in report_markdown(report)
+    report.exits = [UnplannedExit(61.5, "stream", 3, "streaming/job.py: error: the streaming query failed: a|b"),
+                    UnplannedExit(70.0, "producer", 1, "eosbench: error: fenced"),
+                    UnplannedExit(90.0, "stream", 3, "streaming/job.py: error: the streaming query failed: c")]
+    assert report.restarts == {"stream": 2, "producer": 1}
+    markdown = report_markdown(report)
+    assert "- unplanned restarts: stream 2, producer 1 (why: Unplanned exits, below)" in markdown
+    assert markdown.split("## Unplanned exits")[1].strip().splitlines()[2:] == [
+        "| at (s) | process | exit code | last line |", "|---|---|---|---|",
+        "| 61.5 | stream | 3 | streaming/job.py: error: the streaming query failed: a\\|b |",
+        "| 70.0 | producer | 1 | eosbench: error: fenced |",
+        "| 90.0 | stream | 3 | streaming/job.py: error: the streaming query failed: c |"]
+    write_report(report, tmp_path)
+    written = json.loads((tmp_path / "report.json").read_text())
+    assert written["restarts"] == {"stream": 2, "producer": 1}
+    assert written["exits"][0] == {"at_s": 61.5, "process": "stream", "exit_code": 3,
+                                   "last_line": "streaming/job.py: error: the streaming query failed: a|b"}
 
 
 def test_soak_throughput_between_faults_runs_from_each_recovery_to_the_next_fault(tmp_path):

@@ -19,7 +19,7 @@ import yaml
 from confluent_kafka import KafkaError, KafkaException
 from pydantic import BaseModel, ValidationError, field_validator
 
-from conf.failures import AuthorizationFailure, EnvironmentFailure, RunFailed, bind_failure
+from conf.failures import AuthorizationFailure, EnvironmentFailure, RunFailed, bind_failure, streaming_query_failure
 from conf.settings import SettingsError
 from eosbench.console.errors import (EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_CODES, EXIT_ENVIRONMENT, BadInput,
                                      CheckFailed, EnvironmentProblem, classify_failure)
@@ -176,3 +176,44 @@ def test_the_default_workload_comes_from_the_package_wherever_the_command_runs(t
     assert workload_path(str(tmp_path / "mine.yaml")) == tmp_path / "mine.yaml"
     completed = run_eosbench("bench", "sweep", "--workload", "nonesuch")
     assert_one_line_error(completed, EXIT_BAD_INPUT, "cannot read workload nonesuch", "packaged workloads: brokers, default, smoke")
+
+
+# ------------------------------------------------------------------ a streaming query that stopped
+
+# str() of the StreamingQueryException that ended soak 308a257e's stream when its checkpoint's
+# NameNode was SIGKILLed (the query's ids, offsets and plan shortened).
+HDFS_DOWN = ('[STREAM_FAILED] Query [id = de73b207, runId = ba6e8b09] terminated with exception: End of File Exception'
+             ' between local host is: "vm/127.0.0.1"; destination host is: "localhost":8020; : java.io.EOFException;'
+             ' For more details see:  http://wiki.apache.org/hadoop/EOFException SQLSTATE: XXKST\n'
+             '=== Streaming Query ===\n'
+             'Identifier: soak-308a257e [id = de73b207, runId = ba6e8b09]\n'
+             'Current Committed Offsets: {KafkaV2[Subscribe[soak-308a257e-in]]: {"soak-308a257e-in":{"0":123062}}}\n'
+             '\nCurrent State: ACTIVE\nThread State: RUNNABLE\n\nLogical Plan:\n'
+             '~WriteToMicroBatchDataSourceV1 ForeachBatchSink, de73b207, [checkpointLocation=hdfs://127.0.0.1:8020/x]\n')
+
+
+def test_a_failed_query_is_one_line_with_its_cause_and_no_ids_offsets_or_plan():
+    failure = streaming_query_failure(HDFS_DOWN)
+    assert str(failure) == ('the streaming query failed: End of File Exception between local host is: "vm/127.0.0.1";'
+                            ' destination host is: "localhost":8020; : java.io.EOFException; For more details see: '
+                            ' http://wiki.apache.org/hadoop/EOFException')
+    assert classify_failure(failure) == (EXIT_ENVIRONMENT, str(failure))
+
+
+@pytest.mark.parametrize("failure,exit_code", [
+    (streaming_query_failure(HDFS_DOWN), 3),
+    (ExactlyOnceViolation("batch 7: two tasks wrote for one input partition: [('in', 0), ('in', 0)]"), 1),
+    (SinkPreconditionError("--starting-offsets group: partition 2 holds records but has no group offset"), 2),
+])
+def test_spark_submits_entry_point_ends_a_failed_run_in_one_line(monkeypatch, capsys, failure, exit_code):
+    import streaming.session
+    from streaming import job
+
+    def fail(_spark, _settings):
+        raise failure
+    monkeypatch.setattr(streaming.session, "build_spark_session", lambda _name: None)
+    monkeypatch.setattr(job, "run", fail)
+    with pytest.raises(SystemExit) as exited:
+        job.main(["--input-topic", "i", "--output-topic", "o"])
+    assert exited.value.code == exit_code
+    assert capsys.readouterr().err == f"streaming/job.py: error: {str(failure).splitlines()[0]}\n"

@@ -43,6 +43,7 @@ from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.failures import RunFailed, SettingsError, authorization_failure, bind_failure, kafka_failure, kafka_reason
 from conf.produce_settings import ProduceSettings
+from conf.watermarks import watermark_offsets
 from producers.metrics import ProducerMetrics
 from producers.perf_stats import LatencySummary, PerfStats, now_ms
 from producers.splittable_random import SplittableRandom
@@ -272,7 +273,7 @@ def find_resume_point(bootstrap: str | Connection, topic: str, run_id: str | Non
             return 0, run_id
         tails: list[tuple[int, int, str]] = []  # (timestamp, seq, run id)
         for partition in metadata.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
+            low, high = watermark_offsets(consumer, topic, partition, timeout_s)
             window = 1024
             while True:
                 start = max(low, high - window)

@@ -268,11 +268,13 @@ def group_lag(settings: StreamSettings, reader) -> int:
     """Records between the sink group's committed offsets and the input's end offsets."""
     from confluent_kafka import TopicPartition
 
+    from conf.watermarks import watermark_offsets
+
     topic = settings.input_topic
     partitions = reader.list_topics(topic, timeout=10).topics[topic].partitions
     lag = 0
     for tp in reader.committed([TopicPartition(topic, p) for p in partitions], timeout=10):
-        low, high = reader.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=10, cached=False)
+        low, high = watermark_offsets(reader, topic, tp.partition, timeout_s=10)
         lag += high - (tp.offset if tp.offset >= 0 else low)
     return lag
 

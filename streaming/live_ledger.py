@@ -129,11 +129,21 @@ class LiveLedger:
         self._samples: dict[str, list] = {name: [] for name in ("duplicates", "unexpected", "aborted_reads",
                                                                 "reordered")}
 
-    def read(self, bootstrap: str | Connection, topic: str, with_src: bool) -> TopicIndex:
-        """The records of `topic` after those read before, read-ahead included (all of them the first time)."""
+    def read_round(self, bootstrap: str | Connection, topics: list[tuple[str, bool]]) -> list[TopicIndex]:
+        """A round's records of each (topic, with eos headers) after those read before, read-ahead included.
+
+        All or nothing: once a topic's records are read its offsets move on, so a read that fails
+        keeps every topic's records read so far for the next try, which then judges them all.
+        """
         with self._reading:
-            chunks = self._ahead.pop(topic, []) + [self._read_new(bootstrap, topic, with_src, READ_TIMEOUT_S)]
-        return functools.reduce(TopicIndex.concatenated, chunks)
+            chunks = {topic: self._ahead.pop(topic, []) for topic, _ in topics}
+            try:
+                for topic, with_src in topics:
+                    chunks[topic].append(self._read_new(bootstrap, topic, with_src, READ_TIMEOUT_S))
+            except BaseException:
+                self._ahead.update(chunks)
+                raise
+        return [functools.reduce(TopicIndex.concatenated, chunks[topic]) for topic, _ in topics]
 
     def read_ahead(self, bootstrap: str | Connection, topics: list[tuple[str, bool]]) -> None:
         """Read what is new now, for the next round to judge; a read that fails leaves nothing behind.
@@ -296,9 +306,9 @@ def verify_live(bootstrap: str | Connection, input_topic: str, output_topic: str
     """`verify(live=True)` for a pipeline with eos headers, reading and judging only what came since the last round."""
     outputs = [output_topic] + ([dead_letter_topic] if dead_letter_topic else [])
     cutoff, stable, hanging = live_bounds(bootstrap, input_topic, app_id, outputs, stable_timeout_s)
-    committed_in = ledger.read(bootstrap, input_topic, with_src=False)
-    out = ledger.read(bootstrap, output_topic, with_src=True)
-    dead = ledger.read(bootstrap, dead_letter_topic, with_src=True) if dead_letter_topic else None
+    committed_in, out, *dead_letters = ledger.read_round(bootstrap, [(input_topic, False), (output_topic, True)]
+                                                         + ([(dead_letter_topic, True)] if dead_letter_topic else []))
+    dead = dead_letters[0] if dead_letters else None
     report = ledger.add(committed_in, out, dead, cutoff, stable)
     report.input_topic, report.output_topic = input_topic, output_topic
     report.hanging_partitions += hanging

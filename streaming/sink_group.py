@@ -155,9 +155,10 @@ def group_starting_offsets(bootstrap: str | Connection, group: str, topic: str, 
     that holds records but has no offset is refused once any of `written_topics` (the output and
     the dead-letter topic) has ever been written to.
     """
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
 
     from conf.client_log import CLIENT_LOG
+    from conf.watermarks import watermark_offsets
 
     consumer = Consumer(connection(bootstrap).librdkafka(**{"group.id": group, "isolation.level": "read_committed",
                                                             "enable.auto.commit": False}), logger=CLIENT_LOG)
@@ -165,7 +166,7 @@ def group_starting_offsets(bootstrap: str | Connection, group: str, topic: str, 
         partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
         committed = read_committed_offsets(consumer, topic, partitions, group)
         missing = [p for p, c in committed.items() if c.offset < 0]
-        holding = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False) for p in missing}
+        holding = {p: watermark_offsets(consumer, topic, p, timeout_s=30) for p in missing}
         holding = {p: (low, high) for p, (low, high) in holding.items() if high > low}
         if holding and _ever_written(consumer, written_topics):
             p, (low, high) = next(iter(holding.items()))
@@ -183,10 +184,10 @@ def group_starting_offsets(bootstrap: str | Connection, group: str, topic: str, 
 
 def _ever_written(consumer, topics: list[str]) -> bool:
     """True if any partition of these topics has ever held a record or a transaction marker."""
-    from confluent_kafka import TopicPartition
+    from conf.watermarks import watermark_offsets
 
     metadata = consumer.list_topics(timeout=30).topics
-    return any(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1] > 0
+    return any(watermark_offsets(consumer, topic, p, timeout_s=30)[1] > 0
                for topic in topics if topic in metadata for p in metadata[topic].partitions)
 
 

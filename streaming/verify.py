@@ -70,6 +70,7 @@ from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.failures import authorization_failure
 from conf.headers import SRC_HEADER, TXN_HEADER, read_txn_header
+from conf.watermarks import watermark_offsets
 from streaming.sink_group import read_committed_offsets
 
 SAMPLE = 10  # ids quoted per violation in the report
@@ -130,7 +131,7 @@ def read_index(bootstrap: str | Connection, topic: str, isolation: str, with_src
             raise ValueError(f"topic {topic!r} does not exist at {bootstrap}")
         ends = {}
         for p in metadata.partitions:
-            ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1]
+            ends[p] = watermark_offsets(consumer, topic, p, timeout_s)[1]
         live = [p for p, end in ends.items() if end > start.get(p, 0)]
         consumer.assign([TopicPartition(topic, p, start.get(p, 0)) for p in live])
         at_end: set[int] = set()
@@ -216,8 +217,7 @@ def stable_and_end_offsets(bootstrap: str | Connection, topic: str, timeout_s: f
     committed, uncommitted = _consumer(bootstrap, "read_committed"), _consumer(bootstrap, "read_uncommitted")
     try:
         partitions = committed.list_topics(topic, timeout=timeout_s).topics[topic].partitions
-        return {p: (committed.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)[1],
-                    uncommitted.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)[1])
+        return {p: (watermark_offsets(committed, topic, p, timeout_s)[1], watermark_offsets(uncommitted, topic, p, timeout_s)[1])
                 for p in partitions}
     finally:
         committed.close()

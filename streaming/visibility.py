@@ -37,6 +37,7 @@ from confluent_kafka import Consumer, TopicPartition
 from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.headers import TXN_HEADER, read_txn_header
+from conf.watermarks import watermark_offsets
 
 FETCH_WAIT_MS = 10
 READY_MARGIN_S = 1.0
@@ -100,7 +101,7 @@ class VisibilityObserver:
             for topic in self.topics:
                 for p in consumer.list_topics(topic, timeout=30).topics[topic].partitions:
                     # a read_committed client's high watermark is the last stable offset
-                    stable = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
+                    stable = watermark_offsets(consumer, topic, p, timeout_s=30)[1]
                     assignment.append(TopicPartition(topic, p, stable))
             consumer.assign(assignment)
             # A transaction whose markers were written just before the stable offsets were read

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from confluent_kafka import KafkaException
 
@@ -24,8 +26,13 @@ from streaming.live_ledger import LiveLedger, verify_live
 from streaming.verify import (IncrementalIndexes, VerifyReport, committed_floors, group_offset_mismatches,
                               group_offsets, stable_and_end_offsets, verify, wait_until_stable)
 
+T = TypeVar("T")
 HANGING_TIMEOUT_S = 60
 READ_AHEAD_EVERY_S = 5.0
+# A round's verify that cannot read the cluster (a leader still moving after a broker's restart)
+# is tried again for this long before the soak gives up; its reads are all or nothing.
+VERIFY_RETRY_S = 120.0
+VERIFY_RETRY_PAUSE_S = 2.0
 
 
 class LiveVerifier:
@@ -60,24 +67,39 @@ class LiveVerifier:
         if self._reader is not None:
             self._reader.join(timeout=60)
 
-    def after_fault(self, record: FaultRecord) -> None:
+    def after_fault(self, record: FaultRecord, say: Callable[[str], None]) -> None:
         """Verify the stable prefix and wait for every open transaction to end; fill in the round's record."""
         p = self.pipeline
         clock = time.monotonic()
-        if self.match_by == "source":
-            checked = verify_live(p.bootstrap, p.input_topic, p.output_topic, p.app_id, p.dead_letter_topic,
-                                  self.ledger)
-        else:
-            checked = verify(p.bootstrap, p.input_topic, p.output_topic, p.app_id, p.dead_letter_topic, live=True,
-                             indexes=self.indexes, match_by=self.match_by)
+        checked = self._retried(self._verify_round, say)
         record.violations += checked.violations
         record.verify_s = round(time.monotonic() - clock, 1)
         clock = time.monotonic()
-        record.violations += [f"hanging: {line}" for line in
-                              wait_until_stable(p.bootstrap, [p.input_topic, p.output_topic],
-                                                timeout_s=HANGING_TIMEOUT_S)]
+        record.violations += [f"hanging: {line}" for line in self._retried(
+            lambda: wait_until_stable(p.bootstrap, [p.input_topic, p.output_topic], timeout_s=HANGING_TIMEOUT_S), say)]
         record.stable_after_s = round(time.monotonic() - clock, 1)
         record.records_checked = checked.input_committed
+
+    def _verify_round(self) -> VerifyReport:
+        p = self.pipeline
+        if self.match_by == "source":
+            return verify_live(p.bootstrap, p.input_topic, p.output_topic, p.app_id, p.dead_letter_topic, self.ledger)
+        return verify(p.bootstrap, p.input_topic, p.output_topic, p.app_id, p.dead_letter_topic, live=True,
+                      indexes=self.indexes, match_by=self.match_by)
+
+    @staticmethod
+    def _retried(read: Callable[[], T], say: Callable[[str], None]) -> T:
+        """Run a read of the cluster, again after a Kafka error or a timeout, until VERIFY_RETRY_S is spent."""
+        deadline = time.monotonic() + VERIFY_RETRY_S
+        while True:
+            try:
+                return read()
+            except (KafkaException, TimeoutError) as exc:
+                if time.monotonic() + VERIFY_RETRY_PAUSE_S >= deadline:
+                    raise
+                reason = kafka_reason(exc) if isinstance(exc, KafkaException) else str(exc)
+                say(f"verify could not read the cluster ({reason}); trying again")
+            time.sleep(VERIFY_RETRY_PAUSE_S)
 
     def drained(self) -> bool:
         """Tell whether the sink group has committed each input partition to its end (by key: past its last committed record)."""

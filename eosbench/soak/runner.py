@@ -27,7 +27,6 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
-from pathlib import Path
 
 from confluent_kafka import KafkaException
 
@@ -168,7 +167,7 @@ class Soak:
         if self.wait_for(lambda: sampler.recovered(record.at_s, self._elapsed(), baseline),
                          self.options.recovery_timeout_s, "throughput to recover"):
             record.recovery_s = round(self._elapsed() - record.at_s, 1)
-        self.verifier.after_fault(record)
+        self.verifier.after_fault(record, self.say)
         self.say(f"fault {index + 1}: {kind}: {record.detail}; recovered in {record.recovery_s} s;"
                  f" verify {'ok' if not record.violations else 'FAILED: ' + '; '.join(record.violations)}"
                  f" ({record.records_checked:,} records in {record.verify_s} s;"

@@ -267,6 +267,41 @@ def test_the_soaks_drain_check_reads_a_cluster_error_as_not_drained_and_keeps_it
     assert verifier.drained() is True and verifier.last_read_error is None
 
 
+def test_a_rounds_verify_that_cannot_read_the_cluster_is_tried_again_then_judged(monkeypatch):
+    from confluent_kafka import KafkaError, KafkaException
+
+    from eosbench.soak import live_verify
+
+    # Soak 308a257e died at its 128th fault: a broker's restart moved a leader under the round's read.
+    answers = [KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION,
+                                         "Failed to get watermark offsets: Broker: Not leader for partition")),
+               TimeoutError("soak-in: no end of partition within 60.0 s"),
+               verify.VerifyReport("in", "out", input_committed=500)]
+
+    def verify_live(*_args):
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+    monkeypatch.setattr(live_verify, "verify_live", verify_live)
+    monkeypatch.setattr(live_verify, "wait_until_stable", lambda *_args, **_kwargs: [])
+    monkeypatch.setattr(live_verify, "VERIFY_RETRY_PAUSE_S", 0.0)
+    pipeline = SimpleNamespace(bootstrap="b", input_topic="in", output_topic="out", dead_letter_topic="out.dlq",
+                               app_id="app", copiers=[])
+    said: list[str] = []
+    record = FaultRecord(0, "kill-broker", 10.0, "SIGKILL broker node 2")
+    live_verify.LiveVerifier(pipeline).after_fault(record, said.append)
+    assert said == ["verify could not read the cluster (Failed to get watermark offsets: Broker: Not leader for"
+                    " partition); trying again",
+                    "verify could not read the cluster (soak-in: no end of partition within 60.0 s); trying again"]
+    assert record.records_checked == 500 and record.violations == []
+
+    monkeypatch.setattr(live_verify, "VERIFY_RETRY_S", 0.0)  # a cluster that stays unreadable ends the soak
+    answers[:] = [KafkaException(KafkaError(KafkaError._TRANSPORT))]
+    with pytest.raises(KafkaException):
+        live_verify.LiveVerifier(pipeline).after_fault(FaultRecord(1, "kill-broker", 20.0, ""), said.append)
+
+
 def test_the_copier_soaks_drain_check_accepts_a_group_stopped_before_an_aborted_tail_and_not_before(monkeypatch):
     import numpy as np
 

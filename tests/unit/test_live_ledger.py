@@ -162,7 +162,33 @@ def test_a_read_ahead_and_the_rounds_read_give_what_one_read_gives(monkeypatch):
     ledger = LiveLedger()
     ledger.read_ahead("b", [("in", False)])
     ledger.read_ahead("b", [("in", False)])  # fails: nothing kept, and the next read starts where the first ended
-    round_read = ledger.read("b", "in", with_src=False)
+    [round_read] = ledger.read_round("b", [("in", False)])
     assert starts == [({}, 10.0), ({0: 1, 1: 1}, 10.0), ({0: 1, 1: 1}, 60.0)]
     assert round_read.seq.tolist() == [1, 2, 3] and round_read.offset.tolist() == [0, 0, 1]
     assert round_read.end_offsets == {0: 3, 1: 2}, "the latest read's end offsets"
+
+
+def test_a_round_whose_read_fails_keeps_what_it_read_for_the_next_try(monkeypatch):
+    from confluent_kafka import KafkaError, KafkaException
+
+    from streaming import live_ledger
+
+    reads = {"in": iter([index([(1, 0, 0, -1, -1, -1, 0)], {0: 1}), index([(2, 0, 1, -1, -1, -1, 0)], {0: 2})]),
+             "out": iter([KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION)),
+                          index([(1, 0, 0, 0, 0, -1, 0), (2, 0, 1, 0, 1, -1, 0)], {0: 2})])}
+    starts = []
+
+    def fake_read_index(bootstrap, topic, isolation, with_src, timeout_s=60.0, start_offsets=None):
+        starts.append((topic, start_offsets))
+        read = next(reads[topic])
+        if isinstance(read, Exception):
+            raise read
+        return read
+    monkeypatch.setattr(live_ledger, "read_index", fake_read_index)
+    ledger = LiveLedger()
+    with pytest.raises(KafkaException):
+        ledger.read_round("b", [("in", False), ("out", True)])
+    committed_in, out = ledger.read_round("b", [("in", False), ("out", True)])
+    assert starts == [("in", {}), ("out", {}), ("in", {0: 1}), ("out", {})]
+    assert committed_in.seq.tolist() == [1, 2], "the input read before the failure is judged at the next try"
+    assert out.seq.tolist() == [1, 2]

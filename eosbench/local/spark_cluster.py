@@ -26,6 +26,11 @@ from eosbench.local.processes import command_line, descendants, read_pid_file, s
 
 READY_TIMEOUT_S = 90.0
 EXECUTOR_CLASS = "CoarseGrainedExecutorBackend"
+# A worker keeps every application's folder (the executors' logs and the unpacked 320 MB archive)
+# for 7 days unless told otherwise, and a soak starts an application at every driver restart: 50 GB
+# in a 3-hour cluster soak. Finished applications' folders go once nothing in them is 5 minutes new.
+WORKER_CLEANUP = ("-Dspark.worker.cleanup.enabled=true -Dspark.worker.cleanup.interval=60"
+                  " -Dspark.worker.cleanup.appDataTtl=300")
 
 
 def spark_home() -> Path:
@@ -66,7 +71,8 @@ class StandaloneCluster:
         path = os.pathsep.join(entry for entry in os.environ.get("PATH", "").split(os.pathsep)
                                if not entry.startswith(sys.prefix))
         return {**inherited, "PATH": path, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
-                "SPARK_DAEMON_MEMORY": "256m", "SPARK_LOG_DIR": str(self.settings.state_dir / "logs")}
+                "SPARK_DAEMON_MEMORY": "256m", "SPARK_LOG_DIR": str(self.settings.state_dir / "logs"),
+                "SPARK_WORKER_OPTS": WORKER_CLEANUP}
 
     def _pid_file(self, name: str) -> Path:
         return self.settings.state_dir / f"{name}.pid"

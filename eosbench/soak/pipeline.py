@@ -14,6 +14,7 @@ that ended so is relaunched at once, resuming from its group's offset, and is no
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import time
@@ -52,6 +53,9 @@ class Pipeline:
         # A Hadoop URI wherever it lives: the driver and faults.py's FsShell read and delete it by it.
         self.checkpoint = checkpoint_uri(f"{options.checkpoint_folder(output_dir)}/checkpoint-{run_id}")
         self.visibility_log = output_dir / VISIBILITY_LOG  # every launch of the stream appends to it
+        # The driver's scratch (spark.local.dir): a SIGKILLed driver never removes its own, and each
+        # holds the unpacked executor archive (320 MB); 155 of them filled /tmp in a cluster soak.
+        self.driver_scratch = output_dir / "spark-local"
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
         self.producer = Child("producer", output_dir / "logs", env)
         self.stream = Child("stream", output_dir / "logs", env)
@@ -88,6 +92,7 @@ class Pipeline:
             "--visibility-log", str(self.visibility_log),
             "--producer-props", "transaction.timeout.ms=30000"]
         driver = ["--driver-memory", "768m", "--conf", "spark.task.maxFailures=4",
+                  "--conf", f"spark.local.dir={self.driver_scratch}",
                   "--driver-java-options", f"-Dlog4j2.configurationFile={console_log4j_config()}"]
         if self._environment:
             executors = {"spark.executor.memory": "512m", "spark.cores.max": str(self.spark_cluster.settings.workers)}
@@ -109,6 +114,7 @@ class Pipeline:
         elif child in self.copiers:
             child.start(self._copier_command(self.copiers.index(child)))
         else:
+            shutil.rmtree(self.driver_scratch, ignore_errors=True)  # the last driver's: it is dead
             child.start(self._stream_command())
 
     def restart(self, child: Child) -> int | None:
@@ -156,6 +162,7 @@ class Pipeline:
         """SIGKILL every child (the end of a soak, however it ends)."""
         for child in (self.producer, *self.stages):
             child.kill(signal.SIGKILL)
+        shutil.rmtree(self.driver_scratch, ignore_errors=True)
 
 
 def fence(bootstrap: str | Connection, transactional_id: str) -> None:

@@ -58,6 +58,7 @@ class SoakReport:
     violations: list[str] = field(default_factory=list)
     timeline: list[tuple[float, int]] = field(default_factory=list)
     finished: bool = False  # False in the report rewritten after every round of a running soak
+    stopped: str = ""  # why a soak ended before its drain and final verify (one line), if it did
     # Visibility latency (streaming/visibility.py): over the whole soak, before the first fault, and
     # for each fault kind over the transactions committed from its injection to the next fault.
     visibility: dict = field(default_factory=dict)
@@ -148,9 +149,10 @@ def write_report(report: SoakReport, output_dir: Path) -> None:
 def report_markdown(report: SoakReport) -> str:
     """The Markdown summary: verdict, faults by kind with recovery times, every violation."""
     final, between = report.final, report.between_faults()
-    verdict = ("PASSED" if report.ok else "FAILED") if report.finished else (
+    verdict = ("PASSED" if report.ok else "FAILED") if report.finished else "STOPPED" if report.stopped else (
         "RUNNING" if report.ok else "FAILING")
     lines = [f"# Soak {report.run_id}: {verdict}", "",
+             *([f"- stopped early, before the drain and the final verify: {report.stopped}"] if report.stopped else []),
              f"- duration: {report.seconds / 60:.1f} min; options: " +
              ", ".join(f"{k}={v}" for k, v in report.options.items() if k not in ("output_dir", "state_dir")),
              f"- faults injected: {len(report.faults)}, survived: {sum(f.survived for f in report.faults)}",

@@ -20,20 +20,23 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
+from pathlib import Path
 
 from confluent_kafka import KafkaException
 
 from conf.client_config import ClientConfig, Connection
 from conf.failures import kafka_reason
 from conf.settings import ClusterSettings, SparkClusterSettings
-from eosbench.console.errors import EnvironmentProblem
+from eosbench.console.errors import EnvironmentProblem, classify_failure
 from eosbench.local.broker import LocalCluster
 from eosbench.local.hdfs import LocalHdfs
 from eosbench.local.kafka_admin import create_topic
@@ -49,6 +52,9 @@ from eosbench.soak.report import FaultRecord, SoakReport, UnplannedExit, write_r
 
 FIRST_RECORDS_TIMEOUT_S = 300
 STATUS_EVERY_S = 10
+# The soak stops, with its report, before its brokers, HDFS or Spark run out of disk: a full disk
+# shows itself as timeouts and failed checkpoint writes everywhere at once, not as its own cause.
+MIN_FREE_DISK_BYTES = 2 * 1024**3
 
 
 class Soak:
@@ -127,6 +133,9 @@ class Soak:
                 gate.close()
             self._finish()
             self.report.finished = True
+        except BaseException as exc:  # the report says why the soak ended before its drain and final verify
+            self.report.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else classify_failure(exc)[1]
+            raise
         finally:
             self.verifier.stop_reading_ahead()
             p.kill()
@@ -234,14 +243,27 @@ class Soak:
         print(f"[{_clock(self._elapsed())}] {line}", file=self.out, flush=True)
 
     def _status(self) -> None:
-        """A status line every 10 s: elapsed, faults by kind, processed offsets, violations."""
+        """A status line every 10 s: elapsed, faults by kind, processed offsets, violations; and the disk checked."""
         if time.monotonic() - self._last_status < STATUS_EVERY_S:
             return
         self._last_status = time.monotonic()
+        self._check_disk()
         kinds = Counter(f.kind for f in self.report.faults)
         self.say(f"status: {_clock(self._elapsed())} of {_clock(self.options.duration_s)}, faults {sum(kinds.values())}"
                  f" ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items())) or 'none yet'}),"
                  f" processed {self.sampler.processed():,} offsets, violations {len(self.report.violations)}")
+
+
+    def _check_disk(self) -> None:
+        """Stop the soak, in one line, once a folder it writes to has less than MIN_FREE_DISK_BYTES free."""
+        folders = [self.output_dir, self.cluster.settings.state_dir, Path(tempfile.gettempdir())]
+        folders += [self.spark_cluster.settings.state_dir] if self.spark_cluster else []
+        folders += [self.hdfs.settings.state_dir] if self.hdfs else []
+        for folder in folders:
+            free = shutil.disk_usage(folder).free if folder.exists() else MIN_FREE_DISK_BYTES
+            if free < MIN_FREE_DISK_BYTES:
+                raise EnvironmentProblem(f"only {free / 1024**2:,.0f} MB left on the disk of {folder}: the soak stops"
+                                         " before its brokers, HDFS and Spark run out of space")
 
 
 def _clock(seconds: float) -> str:

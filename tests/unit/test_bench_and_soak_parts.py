@@ -141,6 +141,9 @@ def test_soak_report_counts_survivals_and_recovery_by_kind(tmp_path):
     assert (tmp_path / "timeline.png").read_bytes()[:4] == b"\x89PNG"
     report.finished = False
     assert report_markdown(report).startswith("# Soak abc: FAILING"), "a running soak's report says so"
+    report.stopped = "only 1,900 MB left on the disk of /tmp: the soak stops before its brokers, HDFS and Spark run out of space"
+    assert report_markdown(report).splitlines()[:3] == [
+        "# Soak abc: STOPPED", "", f"- stopped early, before the drain and the final verify: {report.stopped}"]
 
 
 def test_soak_report_says_why_each_unplanned_restart_was_needed(tmp_path):
@@ -300,6 +303,52 @@ def test_a_rounds_verify_that_cannot_read_the_cluster_is_tried_again_then_judged
     answers[:] = [KafkaException(KafkaError(KafkaError._TRANSPORT))]
     with pytest.raises(KafkaException):
         live_verify.LiveVerifier(pipeline).after_fault(FaultRecord(1, "kill-broker", 20.0, ""), said.append)
+
+
+def test_each_launch_of_the_soaks_stream_gets_a_fresh_driver_scratch_and_the_soak_removes_the_last(monkeypatch,
+                                                                                                   tmp_path):
+    from eosbench.soak import pipeline as soak_pipeline
+
+    # A SIGKILLed driver never removes its spark.local.dir (the unpacked executor archive, 320 MB a
+    # launch): each launch's goes, with the last, when the soak starts the next one or ends.
+    monkeypatch.setattr(soak_pipeline, "resolve_bundle", lambda _name: [Path("/jars/spark-sql-kafka.jar")])
+    launched: list[list[str]] = []
+    monkeypatch.setattr(soak_pipeline.Child, "start", lambda child, command: launched.append(command))
+    pipe = soak_pipeline.Pipeline(SoakOptions(duration_s=60, faults=("kill-driver",)), "r1", "127.0.0.1:9092",
+                                  tmp_path, None)
+    leftover = pipe.driver_scratch / "spark-1234" / "userFiles-1" / "environment"
+    leftover.mkdir(parents=True)
+    pipe.start(pipe.stream)
+    assert not pipe.driver_scratch.exists()
+    assert f"spark.local.dir={tmp_path / 'spark-local'}" in launched[0]
+    leftover.mkdir(parents=True)
+    pipe.kill()
+    assert not pipe.driver_scratch.exists()
+
+
+def test_the_soak_stops_in_one_line_before_the_disk_is_full(monkeypatch, tmp_path):
+    from collections import namedtuple
+
+    from eosbench.soak import runner
+
+    usage = namedtuple("usage", "total used free")
+    free = {tmp_path / "cluster": 1_900 * 1024**2}
+    monkeypatch.setattr(runner.shutil, "disk_usage", lambda folder: usage(0, 0, free.get(folder, 50 * 1024**3)))
+    (tmp_path / "cluster").mkdir()
+    soak = SimpleNamespace(output_dir=tmp_path, cluster=SimpleNamespace(settings=SimpleNamespace(state_dir=tmp_path / "cluster")),
+                           spark_cluster=None, hdfs=None)
+    with pytest.raises(EnvironmentProblem, match=f"only 1,900 MB left on the disk of {tmp_path / 'cluster'}: the soak"
+                                                 " stops before its brokers, HDFS and Spark run out of space"):
+        runner.Soak._check_disk(soak)
+    free.clear()
+    runner.Soak._check_disk(soak)
+
+
+def test_the_standalone_workers_remove_finished_applications_folders():
+    env = StandaloneCluster(SparkClusterSettings())._env()
+    assert env["SPARK_WORKER_OPTS"].split() == ["-Dspark.worker.cleanup.enabled=true",
+                                                "-Dspark.worker.cleanup.interval=60",
+                                                "-Dspark.worker.cleanup.appDataTtl=300"]
 
 
 def test_the_copier_soaks_drain_check_accepts_a_group_stopped_before_an_aborted_tail_and_not_before(monkeypatch):

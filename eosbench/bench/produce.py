@@ -24,10 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from conf.client_config import Connection, connection
-from conf.settings import console_log4j_config
 from eosbench.bench.report import GOODPUT_TARGET
 from eosbench.console.errors import CheckFailed
-from eosbench.local.environment import check_java
 from eosbench.local.jars import kafka_tools_command
 from eosbench.local.kafka_admin import cluster_metadata, create_topic, delete_topics
 

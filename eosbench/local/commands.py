@@ -50,7 +50,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
         print(f"eosbench: cluster ready in {seconds:.1f} s (transactions accepted)", file=sys.stderr)
         print(settings.bootstrap_servers)
         if cluster.client_properties is not None:
-            print(f"eosbench: the admin's client settings (pass them with --command-config):", file=sys.stderr)
+            print("eosbench: the admin's client settings (pass them with --command-config):", file=sys.stderr)
             print(cluster.client_properties)
         return 0
 

@@ -95,7 +95,11 @@ class Pipeline:
                   "--conf", f"spark.local.dir={self.driver_scratch}",
                   "--driver-java-options", f"-Dlog4j2.configurationFile={console_log4j_config()}"]
         if self._environment:
-            executors = {"spark.executor.memory": "512m", "spark.cores.max": str(self.spark_cluster.settings.workers)}
+            executors = {"spark.executor.memory": "512m", "spark.cores.max": str(self.spark_cluster.settings.workers),
+                         # An executor fetches the archive into a java.io.tmpdir folder that only its
+                         # shutdown hook removes, which a SIGKILL skips: in its own work folder (its
+                         # cwd), the worker's cleanup of the application's folder takes it too.
+                         "spark.executor.extraJavaOptions": "-Djava.io.tmpdir=."}
             command = spark_submit_command(self._environment, o.master, self._spark_jars, job_arguments, executors)
             return [command[0], *driver, *command[1:]]
         return [str(Path(sys.executable).parent / "spark-submit"), "--master", o.master,

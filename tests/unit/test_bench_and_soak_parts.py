@@ -324,6 +324,14 @@ def test_each_launch_of_the_soaks_stream_gets_a_fresh_driver_scratch_and_the_soa
     leftover.mkdir(parents=True)
     pipe.kill()
     assert not pipe.driver_scratch.exists()
+    # On a standalone cluster the executors' java.io.tmpdir (the archive's download) is their work folder.
+    monkeypatch.setattr(soak_pipeline, "executor_environment", lambda: SimpleNamespace(
+        archives_entry="env.tar.gz#environment", driver_python="/env/bin/python", job_file="/env/job.py"))
+    on_cluster = soak_pipeline.Pipeline(SoakOptions(duration_s=60, faults=("kill-driver",), master="spark://h:7077"),
+                                        "r2", "127.0.0.1:9092", tmp_path, SimpleNamespace(settings=SimpleNamespace(workers=2)))
+    on_cluster.start(on_cluster.stream)
+    assert "spark.executor.extraJavaOptions=-Djava.io.tmpdir=." in launched[1]
+    assert f"spark.local.dir={tmp_path / 'spark-local'}" in launched[1]
 
 
 def test_the_soak_stops_in_one_line_before_the_disk_is_full(monkeypatch, tmp_path):

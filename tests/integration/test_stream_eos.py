@@ -309,7 +309,7 @@ def test_driver_metrics_agree_with_the_run_and_the_verifier(bootstrap, spark, pi
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    from streaming.visibility import read_log
+    from streaming.visibility import READY_MARGIN_S, read_log
 
     settings = pipeline(metrics_port=19501, visibility_log=tmp_path / "visibility.log")
     commits = []
@@ -332,10 +332,13 @@ def test_driver_metrics_agree_with_the_run_and_the_verifier(bootstrap, spark, pi
     visibility = summary.visibility
     assert len({txn for txn, _ in commits}) == len(commits) > 0
     assert visibility["unseen"] == 0 and visibility["samples"] + visibility["left_out"] == len(commits)
-    assert visibility["samples"] > 0 and visibility["left_out"] <= 3, "only the first batch's can precede the observer"
+    # The observer is positioned before the first batch, so only commits that returned within its
+    # READY_MARGIN_S of the first one are left out; how many batches that is depends on the machine.
+    commit_times = sorted(at for _, at in commits)
+    left_out, timed_commits = commit_times[:visibility["left_out"]], commit_times[visibility["left_out"]:]
+    assert visibility["samples"] > 0 and all(at < commit_times[0] + READY_MARGIN_S for at in left_out)
     logged = read_log(settings.visibility_log)
     assert len(logged) == visibility["samples"] and all(0 <= seconds < 10 for _, seconds in logged)
-    timed_commits = sorted(at for _, at in commits)[visibility["left_out"]:]  # the observer's first second is left out
     assert sorted(commit for commit, _ in logged) == pytest.approx(timed_commits, abs=1e-5)
     assert samples[("eosbench_stream_visibility_seconds_count", ())] == visibility["samples"]
 

@@ -129,14 +129,19 @@ def streaming_query_failure(error: object) -> EnvironmentFailure:
     A query stops for good when what it runs on does (a checkpoint store that is down, a broker
     unreachable past the source's retries), so it is the environment's; the driver's log above
     the line keeps Spark's stack trace. An error raised in the Python of foreachBatch reaches
-    Spark as a traceback, whose last line names it.
+    Spark as a traceback, whose last line names it, unless that Python called into the JVM (the
+    checkpoint's file system, say): then the Java exception below the Py4JJavaError names it.
     """
     text = str(error).split("=== Streaming Query ===")[0]
     cause = _QUERY_CAUSE.search(text)
     line = cause[1].strip() if cause else java_error_line(text)
     _, traceback, python_frames = text.partition("Traceback (most recent call last):")
     raised = [frame.strip() for frame in python_frames.splitlines() if _RAISED.match(frame)] if traceback else []
-    return EnvironmentFailure(f"the streaming query failed: {raised[-1] if raised else line}")
+    if raised and raised[-1].startswith("py4j.protocol.Py4JJavaError"):
+        line = java_error_line(python_frames.rpartition(raised[-1])[2])
+    elif raised:
+        line = raised[-1]
+    return EnvironmentFailure(f"the streaming query failed: {line}")
 
 
 def kafka_failure(error: object, message: str) -> Exception:

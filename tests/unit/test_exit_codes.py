@@ -200,6 +200,47 @@ def test_a_failed_query_is_one_line_with_its_cause_and_no_ids_offsets_or_plan():
     assert classify_failure(failure) == (EXIT_ENVIRONMENT, str(failure))
 
 
+# The same fault when it met the sink's own read of the offset log (soak 4a7fe35a): the error
+# surfaces in foreachBatch's Python, through py4j (frames and Java stack shortened).
+HDFS_DOWN_IN_THE_SINK = (
+    '[STREAM_FAILED] Query [id = af76fa94, runId = ae1e507a] terminated with exception:'
+    ' [FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach batch sink.'
+    ' Reason: An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):\n'
+    '  File "/x/site-packages/streaming/checkpoint.py", line 69, in _call\n'
+    '    return getattr(self._fs, method)(self._hadoop_path(self._root, relative))\n'
+    '  File "/x/py4j/protocol.py", line 327, in get_return_value\n'
+    '    raise Py4JJavaError(\n'
+    'py4j.protocol.Py4JJavaError: An error occurred while calling o158.open.\n'
+    ': java.io.EOFException: End of File Exception between local host is: "vm/127.0.0.1"; destination host is:'
+    ' "localhost":8020; : java.io.EOFException; For more details see:  http://wiki.apache.org/hadoop/EOFException\n'
+    '\tat org.apache.hadoop.ipc.Client.call(Client.java:1558)\n'
+    'Caused by: java.io.EOFException\n'
+    '\tat java.base/java.io.DataInputStream.readInt(DataInputStream.java:386)\n'
+    ' SQLSTATE: 39000\n'
+    '=== Streaming Query ===\n'
+    'Identifier: soak-4a7fe35a [id = af76fa94, runId = ae1e507a]\n')
+
+# A plain Python error in foreachBatch: its traceback's last line names it.
+PYTHON_RAISED_IN_THE_SINK = (
+    '[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR]'
+    ' An error occurred in the user provided function in foreach batch sink. Reason: An exception was raised by'
+    ' the Python Proxy. Return Message: Traceback (most recent call last):\n'
+    '  File "/x/site-packages/streaming/eos_sink.py", line 186, in _run_batch\n'
+    '    plan = self.plan(batch_id)\n'
+    'ValueError: batch 3 has no offsets\n'
+    ' SQLSTATE: 39000\n=== Streaming Query ===\n')
+
+
+@pytest.mark.parametrize("error,line", [
+    (HDFS_DOWN_IN_THE_SINK, 'java.io.EOFException: End of File Exception between local host is: "vm/127.0.0.1";'
+                            ' destination host is: "localhost":8020; : java.io.EOFException; For more details see: '
+                            ' http://wiki.apache.org/hadoop/EOFException'),
+    (PYTHON_RAISED_IN_THE_SINK, "ValueError: batch 3 has no offsets"),
+])
+def test_a_query_failed_in_the_sinks_python_is_named_by_what_raised(error, line):
+    assert str(streaming_query_failure(error)) == f"the streaming query failed: {line}"
+
+
 @pytest.mark.parametrize("failure,exit_code", [
     (streaming_query_failure(HDFS_DOWN), 3),
     (ExactlyOnceViolation("batch 7: two tasks wrote for one input partition: [('in', 0), ('in', 0)]"), 1),

@@ -53,8 +53,9 @@ class Pipeline:
         # A Hadoop URI wherever it lives: the driver and faults.py's FsShell read and delete it by it.
         self.checkpoint = checkpoint_uri(f"{options.checkpoint_folder(output_dir)}/checkpoint-{run_id}")
         self.visibility_log = output_dir / VISIBILITY_LOG  # every launch of the stream appends to it
-        # The driver's scratch (spark.local.dir): a SIGKILLed driver never removes its own, and each
-        # holds the unpacked executor archive (320 MB); 155 of them filled /tmp in a cluster soak.
+        # The driver's scratch (spark.local.dir and java.io.tmpdir): a SIGKILLed driver never removes
+        # its own, and each holds the unpacked executor archive (320 MB) and the archive it fetched to
+        # unpack (111 MB); 155 of them filled /tmp in a cluster soak.
         self.driver_scratch = output_dir / "spark-local"
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
         self.producer = Child("producer", output_dir / "logs", env)
@@ -93,7 +94,8 @@ class Pipeline:
             "--producer-props", "transaction.timeout.ms=30000"]
         driver = ["--driver-memory", "768m", "--conf", "spark.task.maxFailures=4",
                   "--conf", f"spark.local.dir={self.driver_scratch}",
-                  "--driver-java-options", f"-Dlog4j2.configurationFile={console_log4j_config()}"]
+                  "--driver-java-options",
+                  f"-Dlog4j2.configurationFile={console_log4j_config()} -Djava.io.tmpdir={self.driver_scratch}"]
         if self._environment:
             executors = {"spark.executor.memory": "512m", "spark.cores.max": str(self.spark_cluster.settings.workers),
                          # An executor fetches the archive into a java.io.tmpdir folder that only its
@@ -119,6 +121,7 @@ class Pipeline:
             child.start(self._copier_command(self.copiers.index(child)))
         else:
             shutil.rmtree(self.driver_scratch, ignore_errors=True)  # the last driver's: it is dead
+            self.driver_scratch.mkdir(parents=True)  # java.io.tmpdir must exist before the JVM starts
             child.start(self._stream_command())
 
     def restart(self, child: Child) -> int | None:

@@ -319,8 +319,11 @@ def test_each_launch_of_the_soaks_stream_gets_a_fresh_driver_scratch_and_the_soa
     leftover = pipe.driver_scratch / "spark-1234" / "userFiles-1" / "environment"
     leftover.mkdir(parents=True)
     pipe.start(pipe.stream)
-    assert not pipe.driver_scratch.exists()
+    assert pipe.driver_scratch.is_dir() and list(pipe.driver_scratch.iterdir()) == []
     assert f"spark.local.dir={tmp_path / 'spark-local'}" in launched[0]
+    # The driver fetches the archive it unpacks into java.io.tmpdir (111 MB), which a SIGKILL leaves.
+    java_options = launched[0][launched[0].index("--driver-java-options") + 1]
+    assert f"-Djava.io.tmpdir={tmp_path / 'spark-local'}" in java_options.split()
     leftover.mkdir(parents=True)
     pipe.kill()
     assert not pipe.driver_scratch.exists()

@@ -1,4 +1,4 @@
-"""spark-submit as a user runs it: the README's line from a fresh shell, and --conf winning over defaults."""
+"""spark-submit as a user runs it: docs/streaming.md's line from a fresh shell, and --conf winning over defaults."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from tests.integration.produce_helpers import committed_ids, produce
 REPO = Path(__file__).resolve().parents[2]
 
 
-def readme_spark_submit_block() -> str:
-    """The bash block under 'The exactly-once streaming job' in README.md, as written there."""
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("### The exactly-once streaming job"):]
+def documented_spark_submit_block() -> str:
+    """The bash block under 'Running the job' in docs/streaming.md, as written there."""
+    page = (REPO / "docs" / "streaming.md").read_text()
+    section = page[page.index("## Running the job"):]
     return re.search(r"```bash\n(.*?)```", section, re.DOTALL).group(1).strip()
 
 
@@ -38,15 +38,15 @@ def workdir_like_the_repository(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_the_readme_spark_submit_line_runs_as_written_from_a_fresh_shell(bootstrap, tmp_path):
-    line = readme_spark_submit_block()
+def test_the_documented_spark_submit_line_runs_as_written_from_a_fresh_shell(bootstrap, tmp_path):
+    line = documented_spark_submit_block()
     assert "--input-topic in --output-topic out --app-id orders-eos" in line
     from eosbench.local.kafka_admin import create_topic
 
     for topic, partitions in (("in", 2), ("out", 2), ("out.dlq", 1)):
         create_topic(bootstrap, topic, partitions, 1)
     produced = produce(bootstrap, "in", 3_000, records_per_transaction=100, abort_ratio=0.3, seed=14)
-    # The README's words run unchanged; only the test broker's address is appended (the line's
+    # The page's words run unchanged; only the test broker's address is appended (the line's
     # default is a user's broker on 9092).
     completed = subprocess.run(["bash", "-c", f"{line} --bootstrap-server {bootstrap}"],
                                cwd=workdir_like_the_repository(tmp_path), env=fresh_shell_environment(),

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from conf.client_config import COMMAND_CONFIG_HELP
 from conf.workload_settings import DEFAULT_WORKLOAD, packaged_workloads, workload_path
+from eosbench.bench.protocol import ENGINES as PROTOCOL_ENGINES
 from eosbench.console.arguments import (bootstrap_flag, kafka_connection, non_negative_int, positive_float,
                                         positive_int, renamed_flag)
 from eosbench.console.errors import BadInput, interrupt_on_stop_signals
 
-# kafka-eos runs on librdkafka; +kafka-python and +prereg on kafka-python, without and with pre-registration.
-PROTOCOL_ENGINES = ("librdkafka", "kafka-python", "kafka-python+prereg", "java-tv2", "java-tv1")
 _SPARK_MASTER = re.compile(r"local(\[[^\]]+\])?|spark://[^:/\s]+:[0-9]{1,5}")
+# kafka-eos runs on librdkafka; +kafka-python and +prereg on kafka-python, without and with pre-registration.
 SPARK_BENCH_SINKS = ("kafka-eos", "kafka-alo", "delta", "kafka-eos+kafka-python", "kafka-eos+prereg", "kafka-eos+batch")
 # kafka-eos+batch (--txn-scope batch) is for the scaling runs (docs/benchmarks.md), not the default comparison.
 SPARK_BENCH_DEFAULT_SINKS = SPARK_BENCH_SINKS[:-1]

@@ -43,21 +43,20 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-import numpy as np
-
 from conf.client_config import Connection, connection
 from conf.produce_settings import ProduceSettings
 from conf.settings import JMX_EXPORTER_PORT_OFFSET
-from eosbench.bench.commands import PROTOCOL_ENGINES
 from eosbench.console.errors import BadInput, CheckFailed, EnvironmentProblem
-from eosbench.console.plots import lines_png
-from eosbench.console.progress import progress_callback
 from eosbench.local.jars import kafka_tools_command, transactional_copier_command
 from eosbench.local.kafka_admin import cluster_metadata, create_topic
-from producers.perf import ProducerPerformance
-from producers.streaming_bench import StreamingBench
 
+# numpy, the plots (matplotlib), the progress bar (rich) and the producers are imported where they are
+# used: every `eosbench` command line reads ENGINES from here to build its parser (bench/commands.py).
+
+# librdkafka's loop; kafka-python's, without and with pre-registration; Kafka's copier at each transaction.version.
+PYTHON_ENGINES = ("librdkafka", "kafka-python", "kafka-python+prereg")
 JAVA_LEVELS = {"java-tv2": 2, "java-tv1": 1}
+ENGINES = (*PYTHON_ENGINES, *JAVA_LEVELS)  # the table's order too
 PYTHON_CLIENTS_TV = 1  # librdkafka 2.16 and kafka-python add partitions themselves at any feature level
 TXN_REQUESTS = ("AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn")
 # AddPartitionsToTxn v4 and later are broker to coordinator only (KIP-890's verification and TV2's
@@ -87,6 +86,8 @@ class Arm:
 
     def figures(self) -> dict:
         """The row of the table: rates, latency percentiles and requests per transaction."""
+        import numpy as np
+
         latencies = np.asarray(self.latencies_ms)
         row = {"engine": self.engine, "size": self.size, "transaction_version": self.transaction_version,
                "records": self.records, "transactions": self.transactions, "seconds": self.seconds,
@@ -188,6 +189,8 @@ def _feature_command(bootstrap: str | Connection, *args: str) -> str:
 def _python_arm(bootstrap: str | Connection, engine: str, input_topic: str, output: str, size: int, committed: int,
                 group: str, _cluster_level: int) -> Arm:
     """The consume-transform-produce loop on librdkafka or kafka-python, one transaction per `size` records."""
+    from producers.streaming_bench import StreamingBench
+
     factory = None
     if engine.startswith("kafka-python"):
         from streaming.preregister import PreRegisteringProducer as factory  # built as factory(config, txn id, group id)
@@ -276,6 +279,8 @@ def _arm(bootstrap: str | Connection, engine: str, size: int, source: dict, run_
 
 def _fill(bootstrap: str | Connection, topic: str, records: int, size: int, replication: int) -> int:
     """One input partition, written in transactions of `size` records, a seeded fifth aborted; return the committed."""
+    from producers.perf import ProducerPerformance
+
     create_topic(bootstrap, topic, 1, replication)
     settings = ProduceSettings(topic=topic, bootstrap_server=str(bootstrap), num_records=records, record_size=100,
                                throughput=-1, records_per_transaction=size, transaction_abort_ratio=FILL_ABORT_RATIO,
@@ -302,10 +307,12 @@ def engines_on(cluster: Connection, engines: list[str]) -> tuple[list[str], str 
 def run(bootstrap: str | Connection, sizes: list[int], transactions: int, engines: list[str], results_dir: Path,
         output_json: Path | None = None) -> dict:
     """Fill one input per size, run every engine that can reach the cluster on it, print the table; return the report."""
+    from eosbench.console.progress import progress_callback
+
     engines, skipped = engines_on(connection(bootstrap), engines)
     if not engines:
-        raise BadInput("bench protocol on a secured cluster runs only the Python engines (librdkafka, kafka-python,"
-                       " kafka-python+prereg), and --engines named none of them")
+        raise BadInput("bench protocol on a secured cluster runs only the Python engines"
+                       f" ({', '.join(PYTHON_ENGINES)}), and --engines named none of them")
     if skipped:
         print(skipped, flush=True)
     run_id = uuid.uuid4().hex[:8]
@@ -348,6 +355,8 @@ def run(bootstrap: str | Connection, sizes: list[int], transactions: int, engine
 
 
 def _plot(report: dict, path: Path) -> Path:
+    from eosbench.console.plots import lines_png
+
     series = {row["engine"]: {} for row in report["arms"]}
     spread = {row["engine"]: {} for row in report["arms"]}
     for row in report["arms"]:
@@ -380,6 +389,6 @@ def _format_row(row: dict) -> str:
 def table(report: dict) -> str:
     """The arms as a Markdown table (the form docs/benchmarks.md keeps)."""
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    for row in sorted(report["arms"], key=lambda r: (r["size"], PROTOCOL_ENGINES.index(r["engine"]))):
+    for row in sorted(report["arms"], key=lambda r: (r["size"], ENGINES.index(r["engine"]))):
         lines.append("| " + " | ".join(_cells(row)) + " |")
     return "\n".join(lines)

@@ -10,8 +10,8 @@ from conf.metrics_endpoint import DEFAULT_METRICS_HOST, metrics_url
 from conf.settings import DEFAULT_CLIENT_PORT, linger_for_final_scrape, metrics_linger_seconds
 from eosbench.console.arguments import duration, positive_int, renamed_flag, state_dir_flag
 from eosbench.console.errors import EXIT_CHECK_FAILED, interrupt_on_stop_signals
-from eosbench.soak.faults import FAULT_KINDS
-from eosbench.soak.options import DEFAULT_FAULTS, PIPELINES, SoakOptions, default_faults
+from eosbench.soak.faults import DEFAULT_FAULTS, FAULT_KINDS, default_faults
+from eosbench.soak.options import PIPELINES, SoakOptions
 
 
 def add_soak_parser(commands) -> None:

@@ -3,6 +3,9 @@
 A kind breaks one thing, undoes it (a restart, a SIGCONT) and says in one line what it did. To add
 a kind, add one decorated function here: `--faults`, its check, the metrics' labels and the
 seeded round robin all read FAULTS, in the order the functions stand below.
+
+A kind acts on the running soak through `SoakUnderFaults`, what it needs of `runner.Soak`, so that
+the runner imports the kinds and not the other way round.
 """
 
 from __future__ import annotations
@@ -12,16 +15,42 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.kafka_admin import cluster_metadata, under_replicated
 from eosbench.local.processes import command_line, descendants, proc_stat, send_signal
+from eosbench.soak.options import SoakOptions
 
 if TYPE_CHECKING:
-    from eosbench.soak.options import SoakOptions
-    from eosbench.soak.runner import Soak
+    from conf.client_config import Connection
+    from eosbench.local.broker import LocalCluster
+    from eosbench.local.hdfs import LocalHdfs
+    from eosbench.local.spark_cluster import StandaloneCluster
+    from eosbench.soak.pipeline import Pipeline
+    from eosbench.soak.progress import ProgressSampler
+
+# The kinds a soak without --faults injects (less the Spark-only ones when no Spark runs).
+DEFAULT_FAULTS = ("kill-driver", "kill-executor", "kill-broker", "pause-broker", "delete-checkpoint", "restart-producer")
+
+
+class SoakUnderFaults(Protocol):
+    """What a fault kind reaches of the running soak (runner.Soak)."""
+
+    options: SoakOptions
+    bootstrap: str | Connection
+    cluster: LocalCluster
+    spark_cluster: StandaloneCluster | None
+    hdfs: LocalHdfs | None
+    pipeline: Pipeline
+    sampler: ProgressSampler | None
+
+    def wait_for(self, condition: Callable[[], bool], timeout_s: float, what: str) -> bool:
+        """Wait until `condition` holds, at most `timeout_s`; False if it never did."""
+
+    def say(self, line: str) -> None:
+        """Print one line of the soak's log."""
 
 
 @dataclass(frozen=True)
@@ -29,8 +58,9 @@ class FaultKind:
     """One kind of fault: how it is injected, and what it needs before that."""
 
     name: str
-    inject: Callable[[Soak, int], str]  # breaks something (the kind's n-th time), undoes it, says what it did
-    prepare: Callable[[Soak], None] | None = None  # waits, before the round's clock starts, until it is fair
+    # Breaks something (the kind's n-th time), undoes it, says what it did.
+    inject: Callable[[SoakUnderFaults, int], str]
+    prepare: Callable[[SoakUnderFaults], None] | None = None  # waits, before the round's clock starts, until it is fair
     check: Callable[[SoakOptions], None] | None = None  # raises BadInput when the options rule the kind out
     spark_only: bool = False  # breaks a part of Spark, which `--pipeline java-copier` does not run
 
@@ -38,16 +68,16 @@ class FaultKind:
 FAULTS: dict[str, FaultKind] = {}
 
 
-def fault_kind(name: str, prepare: Callable[[Soak], None] | None = None,
+def fault_kind(name: str, prepare: Callable[[SoakUnderFaults], None] | None = None,
                check: Callable[[SoakOptions], None] | None = None, spark_only: bool = False):
     """Register the decorated `inject(soak, occurrence) -> what was done` as the fault kind `name`."""
-    def register(inject: Callable[[Soak, int], str]) -> Callable[[Soak, int], str]:
+    def register(inject: Callable[[SoakUnderFaults, int], str]) -> Callable[[SoakUnderFaults, int], str]:
         FAULTS[name] = FaultKind(name, inject, prepare, check, spark_only)
         return inject
     return register
 
 
-def wait_fully_replicated(soak: Soak) -> None:
+def wait_fully_replicated(soak: SoakUnderFaults) -> None:
     """Before breaking a broker, let the last restarted one rejoin every ISR.
 
     Killing a second broker while the first is still catching up can leave a partition with no
@@ -68,7 +98,7 @@ def wait_fully_replicated(soak: Soak) -> None:
         soak.say(f"still under-replicated: {', '.join(lagging[:5])}{' …' if len(lagging) > 5 else ''}")
 
 
-def wait_every_partition_committed(soak: Soak) -> None:
+def wait_every_partition_committed(soak: SoakUnderFaults) -> None:
     """Before deleting the checkpoint, let the sink commit on every input partition at least once.
 
     Without a checkpoint the job resumes from the group's offsets, and it refuses a partition that
@@ -81,7 +111,7 @@ def wait_every_partition_committed(soak: Soak) -> None:
         soak.say(f"input partitions without a committed offset: {soak.sampler.uncommitted_partitions()}")
 
 
-def broker_target(soak: Soak, occurrence: int) -> int:
+def broker_target(soak: SoakUnderFaults, occurrence: int) -> int:
     """A broker to break: on a cluster, alternately the transaction coordinator's leader and an output leader."""
     nodes = soak.cluster.running_nodes()
     if len(nodes) == 1:
@@ -114,7 +144,7 @@ def checkpoint_on_soak_hdfs(options: SoakOptions) -> None:
 
 
 @fault_kind("kill-driver")
-def kill_driver(soak: Soak, occurrence: int) -> str:
+def kill_driver(soak: SoakUnderFaults, occurrence: int) -> str:
     """SIGKILL the Spark driver and its session (java-copier: one copier, in turn), then restart it."""
     if soak.pipeline.copiers:
         copier = soak.pipeline.copiers[occurrence % len(soak.pipeline.copiers)]
@@ -125,7 +155,7 @@ def kill_driver(soak: Soak, occurrence: int) -> str:
 
 
 @fault_kind("kill-executor", spark_only=True)
-def kill_executor(soak: Soak, occurrence: int) -> str:
+def kill_executor(soak: SoakUnderFaults, occurrence: int) -> str:
     """SIGKILL where tasks run: on a standalone cluster alternately an executor JVM and a Python worker."""
     spark_cluster = soak.spark_cluster
     if spark_cluster and occurrence % 2 == 0:
@@ -145,7 +175,7 @@ def kill_executor(soak: Soak, occurrence: int) -> str:
 
 
 @fault_kind("kill-broker", prepare=wait_fully_replicated)
-def kill_broker(soak: Soak, occurrence: int) -> str:
+def kill_broker(soak: SoakUnderFaults, occurrence: int) -> str:
     """SIGKILL one broker, then restart it."""
     node = broker_target(soak, occurrence)
     pid = soak.cluster.signal_node(node, signal.SIGKILL)
@@ -155,7 +185,7 @@ def kill_broker(soak: Soak, occurrence: int) -> str:
 
 
 @fault_kind("pause-broker", prepare=wait_fully_replicated)
-def pause_broker(soak: Soak, occurrence: int) -> str:
+def pause_broker(soak: SoakUnderFaults, occurrence: int) -> str:
     """SIGSTOP one broker for longer than the producer's delivery.timeout.ms, then SIGCONT it."""
     node = broker_target(soak, occurrence)
     pause_s = soak.options.delivery_timeout_ms / 1000 + 4
@@ -168,7 +198,7 @@ def pause_broker(soak: Soak, occurrence: int) -> str:
 
 
 @fault_kind("delete-checkpoint", prepare=wait_every_partition_committed, spark_only=True)
-def delete_checkpoint(soak: Soak, occurrence: int) -> str:
+def delete_checkpoint(soak: SoakUnderFaults, occurrence: int) -> str:
     """SIGKILL the driver, delete its checkpoint (on any Hadoop file system), and restart it from the group's offsets."""
     soak.pipeline.stream.kill(signal.SIGKILL)
     fs_shell("-rm", "-r", "-f", soak.pipeline.checkpoint)
@@ -177,14 +207,14 @@ def delete_checkpoint(soak: Soak, occurrence: int) -> str:
 
 
 @fault_kind("restart-producer")
-def restart_producer(soak: Soak, occurrence: int) -> str:
+def restart_producer(soak: SoakUnderFaults, occurrence: int) -> str:
     """SIGKILL the producer and restart it with --resume."""
     pid = soak.pipeline.restart(soak.pipeline.producer)
     return f"SIGKILL producer pid {pid}; restarted with --resume"
 
 
 @fault_kind("kill-worker", check=needs_standalone_master, spark_only=True)
-def kill_worker(soak: Soak, occurrence: int) -> str:
+def kill_worker(soak: SoakUnderFaults, occurrence: int) -> str:
     """SIGKILL one Spark standalone worker (its executors notice and exit), then restart it."""
     worker = occurrence % soak.spark_cluster.settings.workers
     pid = soak.spark_cluster.kill_worker(worker)
@@ -194,7 +224,7 @@ def kill_worker(soak: Soak, occurrence: int) -> str:
 
 
 @fault_kind("restart-hdfs", check=checkpoint_on_soak_hdfs, spark_only=True)
-def restart_hdfs(soak: Soak, occurrence: int) -> str:
+def restart_hdfs(soak: SoakUnderFaults, occurrence: int) -> str:
     """SIGKILL the HDFS NameNode that holds the checkpoint, restart it after a short seeded pause.
 
     The driver's next checkpoint write fails (or waits out the outage): the query stops and the
@@ -206,6 +236,27 @@ def restart_hdfs(soak: Soak, occurrence: int) -> str:
 
 
 FAULT_KINDS = tuple(FAULTS)
+
+
+def default_faults(pipeline: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the kinds a soak without --faults injects, the default kinds it skips because the pipeline has no Spark)."""
+    skipped = tuple(kind for kind in DEFAULT_FAULTS if pipeline != "spark" and FAULTS[kind].spark_only)
+    return tuple(kind for kind in DEFAULT_FAULTS if kind not in skipped), skipped
+
+
+def refuse_unrunnable_faults(options: SoakOptions) -> None:
+    """Raise BadInput (one line) for --faults that this soak cannot inject."""
+    unknown = [kind for kind in options.faults if kind not in FAULT_KINDS]
+    if unknown:
+        raise BadInput(f"--faults: unknown fault {unknown[0]!r} (choose from {', '.join(FAULT_KINDS)})")
+    if not options.faults:
+        raise BadInput("--faults: name at least one fault")
+    spark_only = [kind for kind in options.faults if FAULTS[kind].spark_only]
+    if options.pipeline == "java-copier" and spark_only:
+        raise BadInput(f"--faults {spark_only[0]}: a Spark-only fault, and --pipeline java-copier runs no Spark")
+    for kind in options.faults:
+        if FAULTS[kind].check:
+            FAULTS[kind].check(options)
 
 
 def _java_string_hash(text: str) -> int:

@@ -8,16 +8,8 @@ from pathlib import Path
 from conf.settings import DEFAULT_NAMENODE_PORT, ClusterSettings, HdfsSettings
 from conf.stream_settings import checkpoint_uri
 from eosbench.console.errors import BadInput
-from eosbench.soak.faults import FAULT_KINDS, FAULTS
 
 PIPELINES = ("spark", "java-copier")
-DEFAULT_FAULTS = ("kill-driver", "kill-executor", "kill-broker", "pause-broker", "delete-checkpoint", "restart-producer")
-
-
-def default_faults(pipeline: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(the kinds a soak without --faults injects, the default kinds it skips because the pipeline has no Spark)."""
-    skipped = tuple(kind for kind in DEFAULT_FAULTS if pipeline != "spark" and FAULTS[kind].spark_only)
-    return tuple(kind for kind in DEFAULT_FAULTS if kind not in skipped), skipped
 
 
 @dataclass(frozen=True)
@@ -64,19 +56,12 @@ class SoakOptions:
         return f"{self.hdfs_settings.uri}/eosbench/soak" if self.hdfs else str(output_dir)
 
     def validate(self) -> None:
-        """Raise BadInput (one line) for a soak that cannot run as asked."""
-        unknown = [kind for kind in self.faults if kind not in FAULT_KINDS]
-        if unknown:
-            raise BadInput(f"--faults: unknown fault {unknown[0]!r} (choose from {', '.join(FAULT_KINDS)})")
-        if not self.faults:
-            raise BadInput("--faults: name at least one fault")
+        """Raise BadInput (one line) for a soak that cannot run as asked (its --faults: faults.refuse_unrunnable_faults)."""
         if self.pipeline not in PIPELINES:
             raise BadInput(f"--pipeline: unknown pipeline {self.pipeline!r} (choose from {', '.join(PIPELINES)})")
-        if self.pipeline == "java-copier":
-            self._check_java_copier()
-        for kind in self.faults:
-            if FAULTS[kind].check:
-                FAULTS[kind].check(self)
+        if self.pipeline == "java-copier" and (self.security != "plaintext" or self.command_config):
+            raise BadInput("--pipeline java-copier: Kafka's TransactionalMessageCopier takes no client settings;"
+                           " run it on a plaintext cluster (no --security sasl-ssl, no --command-config)")
         if self.checkpoint:
             checkpoint_uri(self.checkpoint)  # a scheme no checkpoint may use fails here, in one line
         if self.duration_s <= 0:
@@ -89,12 +74,3 @@ class SoakOptions:
                 raise BadInput(f"--metrics-port {self.metrics_port}: the soak serves /metrics on {self.metrics_port}-"
                                f"{self.metrics_port + 2}, and {metrics_port} is the cluster's"
                                f" {cluster_ports[metrics_port]} (--port {self.port})")
-
-    def _check_java_copier(self) -> None:
-        """Refuse what Kafka's copier cannot do: Spark's faults, and client settings (it takes only --broker-list)."""
-        spark_only = [kind for kind in self.faults if FAULTS[kind].spark_only]
-        if spark_only:
-            raise BadInput(f"--faults {spark_only[0]}: a Spark-only fault, and --pipeline java-copier runs no Spark")
-        if self.security != "plaintext" or self.command_config:
-            raise BadInput("--pipeline java-copier: Kafka's TransactionalMessageCopier takes no client settings;"
-                           " run it on a plaintext cluster (no --security sasl-ssl, no --command-config)")

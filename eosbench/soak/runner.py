@@ -42,7 +42,7 @@ from eosbench.local.hdfs import LocalHdfs
 from eosbench.local.kafka_admin import create_topic
 from eosbench.local.processes import Child
 from eosbench.local.spark_cluster import StandaloneCluster
-from eosbench.soak.faults import FAULTS
+from eosbench.soak.faults import FAULTS, refuse_unrunnable_faults
 from eosbench.soak.live_verify import LiveVerifier
 from eosbench.soak.metrics import SoakMetrics
 from eosbench.soak.options import SoakOptions
@@ -61,6 +61,7 @@ class Soak:
     """One soak run: the cluster, the pipeline, the rounds and the report."""
 
     def __init__(self, options: SoakOptions, out=sys.stdout):
+        refuse_unrunnable_faults(options)
         options.validate()
         self.options, self.out = options, out
         self.run_id = uuid.uuid4().hex[:8]

@@ -383,7 +383,7 @@ def test_the_copier_soaks_drain_check_accepts_a_group_stopped_before_an_aborted_
 
 
 def test_a_java_copier_soak_without_faults_skips_the_spark_only_kinds_and_keeps_kill_driver():
-    from eosbench.soak.options import default_faults
+    from eosbench.soak.faults import default_faults
     assert default_faults("java-copier") == (("kill-driver", "kill-broker", "pause-broker", "restart-producer"),
                                              ("kill-executor", "delete-checkpoint"))
     assert default_faults("spark") == (("kill-driver", "kill-executor", "kill-broker", "pause-broker",

@@ -50,6 +50,43 @@ def test_imports_flow_one_way():
     assert wrong == [], "\n".join(wrong)
 
 
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Each module of ours and the modules of ours it imports, anywhere in it (functions, TYPE_CHECKING)."""
+    paths = {_module_name(path): path for folder in OURS for path in sorted((ROOT / folder).rglob("*.py"))}
+
+    def module_of(name: str) -> str | None:
+        while name and name not in paths:  # `from a.b import c` names a module a.b.c, or c inside a.b
+            name = name.rpartition(".")[0]
+        return name or None
+
+    return {module: {found for name in _imports(path) if (found := module_of(name)) not in (None, module)}
+            for module, path in paths.items()}
+
+
+def test_no_import_cycles():
+    graph = _import_graph()
+    done: set[str] = set()
+    cycles = []
+
+    def visit(module: str, trail: list[str]) -> None:
+        for imported in sorted(graph[module]):
+            if imported in trail:
+                cycles.append(" -> ".join(trail[trail.index(imported):] + [imported]))
+            elif imported not in done:
+                visit(imported, trail + [imported])
+        done.add(module)
+
+    for module in sorted(graph):
+        if module not in done:
+            visit(module, [module])
+    assert cycles == [], "modules that import each other, directly or round a circle:\n" + "\n".join(cycles)
+
+
 def test_every_package_says_what_it_is_for():
     for init in sorted((ROOT / "eosbench").rglob("__init__.py")):
         docstring = ast.get_docstring(ast.parse(init.read_text()))

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from conf.stream_settings import StreamSettings
 from conf.headers import IN_TS_HEADER, SRC_HEADER
 from streaming.interruption import stop_kept_short
-from streaming.process import TRANSFORMS, arrow_columns, source_columns
+from streaming.process import POISON, TRANSFORMS, arrow_columns, source_columns
 from streaming.stats import BatchStats
 
 PROCESSED_SCHEMA = ("topic string, key binary, value binary, src string, in_ts bigint, "
@@ -19,7 +19,7 @@ PROCESSED_SCHEMA = ("topic string, key binary, value binary, src string, in_ts b
 
 
 def processed_rows(settings: StreamSettings):
-    """The mapInArrow function: process(record) with its routing topic and eos headers."""
+    """The mapInArrow function: process(record) with its routing topic (poison: the dead letters) and eos headers."""
     transform = TRANSFORMS[settings.process]
     output, dead_letter = settings.output_topic, settings.dead_letter
 
@@ -34,9 +34,10 @@ def processed_rows(settings: StreamSettings):
             for key, value, ts, src, in_ts in zip(records.keys, records.values, records.timestamps,
                                                   records.src, records.in_ts):
                 result = transform(key, value)
-                rows["topic"].append(output if result is not None else dead_letter)
+                poison = result is POISON
+                rows["topic"].append(dead_letter if poison else output)
                 rows["key"].append(key)
-                rows["value"].append(result if result is not None else value)
+                rows["value"].append(value if poison else result)  # a tombstone stays one: None
                 rows["src"].append(src.decode())
                 rows["in_ts"].append(ts)
                 rows["headers"].append([{"key": SRC_HEADER, "value": src}, {"key": IN_TS_HEADER, "value": in_ts}])

@@ -1,9 +1,11 @@
 """The deterministic transforms a record goes through between source and sink.
 
 Determinism is the point: a replayed batch must produce byte-identical output, so that
-exactly-once can be checked by comparing ids and values. A transform returns None for a record
-it cannot handle (a poison record); the sink sends those to the dead-letter topic inside the
-same transaction.
+exactly-once can be checked by comparing ids and values (the verifier recomputes each input's
+`process(value)` and compares digests). A transform returns `POISON` for a record it cannot
+handle (a poison record: its value starts with `POISON_PREFIX`); the sink sends those to the
+dead-letter topic inside the same transaction. A tombstone (a null value) is data, not poison:
+every transform carries it on as a tombstone (None).
 """
 
 from __future__ import annotations
@@ -15,27 +17,45 @@ from dataclasses import dataclass
 
 POISON_PREFIX = b"POISON"
 
-Transform = Callable[[bytes | None, bytes | None], bytes | None]
+
+class Poison:
+    """The type of `POISON`, what a transform returns for a record it refuses."""
+
+    def __repr__(self) -> str:
+        return "POISON"
 
 
-def passthrough(key: bytes | None, value: bytes | None) -> bytes | None:
+POISON = Poison()
+
+Transform = Callable[[bytes | None, bytes | None], bytes | None | Poison]
+
+
+# Each transform tests for a tombstone and for poison itself: it runs once per record on the
+# sink's hot path, where a wrapping call would cost more than the test.
+
+
+def passthrough(key: bytes | None, value: bytes | None) -> bytes | None | Poison:
     """The value unchanged."""
     if value is not None and value.startswith(POISON_PREFIX):
-        return None
+        return POISON
     return value
 
 
-def checksum(key: bytes | None, value: bytes | None) -> bytes | None:
+def checksum(key: bytes | None, value: bytes | None) -> bytes | None | Poison:
     """The value followed by its CRC-32 as 8 hex digits."""
-    if value is None or value.startswith(POISON_PREFIX):
+    if value is None:
         return None
+    if value.startswith(POISON_PREFIX):
+        return POISON
     return value + b"|" + format(zlib.crc32(value), "08x").encode()
 
 
-def enrich(key: bytes | None, value: bytes | None) -> bytes | None:
+def enrich(key: bytes | None, value: bytes | None) -> bytes | None | Poison:
     """A JSON object with the key, the value's length and a SHA-256 prefix."""
-    if value is None or value.startswith(POISON_PREFIX):
+    if value is None:
         return None
+    if value.startswith(POISON_PREFIX):
+        return POISON
     digest = hashlib.sha256(value).hexdigest()[:16]
     return b'{"key":"%s","len":%d,"sha256_16":"%s"}' % (key or b"", len(value), digest.encode())
 

@@ -48,7 +48,7 @@ from conf.client_log import CLIENT_LOG
 from conf.failures import (AuthorizationFailure, RunFailed, authorization_error_name, authorization_failure,
                            unauthorized_topic)
 from conf.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_header
-from streaming.process import TRANSFORMS, SourceSlice, arrow_columns
+from streaming.process import POISON, TRANSFORMS, Poison, SourceSlice, arrow_columns
 from streaming.sink_group import (
     CommittedOffset,
     SinkPreconditionError,
@@ -222,8 +222,11 @@ def _maybe_fault(plan: TaskPlan, where: str, partition: int) -> None:
 # ----------------------------------------------------------------------------- one transaction
 
 
-def _process(plan: TaskPlan, records: SourceSlice, keep_from: int) -> list[bytes | None]:
-    """process(S') for one slice: a result per record at or above keep_from, None for a poison record."""
+def _process(plan: TaskPlan, records: SourceSlice, keep_from: int) -> list[bytes | None | Poison]:
+    """process(S') for one slice: a result per record at or above keep_from, POISON for a poison record.
+
+    None is a tombstone, carried to the output as one.
+    """
     transform = TRANSFORMS[plan.process]
     return [transform(key, value) for key, value, offset in zip(records.keys, records.values, records.offsets)
             if offset >= keep_from]
@@ -234,14 +237,15 @@ def _kept_keys(records: SourceSlice, keep_from: int) -> Iterator:
     return (key for key, offset in zip(records.keys, records.offsets) if offset >= keep_from)
 
 
-def _transaction_headers(plan: TaskPlan, identity: bytes, results: list[list[bytes | None]]) -> dict[str, tuple]:
+def _transaction_headers(plan: TaskPlan, identity: bytes,
+                         results: list[list[bytes | None | Poison]]) -> dict[str, tuple]:
     """Per target topic, the eos.txn header of one attempt: its identity and its size in that topic."""
-    dead = sum(result is None for kept in results for result in kept)
+    dead = sum(result is POISON for kept in results for result in kept)
     out = sum(len(kept) for kept in results) - dead
     return {plan.output_topic: txn_header(identity, out), plan.dead_letter_topic: txn_header(identity, dead)}
 
 
-def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: int, results: list[bytes | None],
+def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: int, results: list[bytes | None | Poison],
                    txn_headers: dict[str, tuple]) -> tuple[int, int, list[int]]:
     """Produce one slice's results; return (records out, dead-lettered, input timestamps of those out).
 
@@ -256,7 +260,7 @@ def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: in
     rows = zip(records.keys, records.values, records.offsets, records.timestamps, records.src, records.in_ts)
     kept = ((key, value, ts, src, in_ts) for key, value, offset, ts, src, in_ts in rows if offset >= keep_from)
     for (key, value, ts, src, in_ts), result in zip(kept, results):
-        if result is None:
+        if result is POISON:
             target, payload, txn = dead_letter, value, dead_txn
             dead += 1
         else:
@@ -377,7 +381,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             if plan.pre_register:
                 phase, phase_started = "register", begun
                 dead_keys = [record_key for (records, keep_from), kept in zip(pending, results)
-                             for record_key, result in zip(_kept_keys(records, keep_from), kept) if result is None]
+                             for record_key, result in zip(_kept_keys(records, keep_from), kept) if result is POISON]
                 stats["register_round_trips"] += producer.pre_register(
                     plan.output_topic, to_commit, scope_tag(plan.txn_scope),
                     dead_letter=(plan.dead_letter_topic, dead_keys))

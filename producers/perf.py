@@ -23,11 +23,14 @@ Differences from Java, each deliberate:
   so; nothing is dropped silently.
 - A transaction chosen for abort is flushed first, so its records reach the log and are then
   aborted, as in a real failure; Java's abortTransaction drops whatever is still unsent.
+
+This module is the loop and its transactions. What each record carries is drawn in
+`payloads.py`, acknowledgements are gathered and turned into Java's lines in `perf_stats.py`, and
+`--resume` finds where an interrupted load stands in `resume.py`.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import sys
 import time
@@ -37,19 +40,17 @@ from dataclasses import asdict, dataclass, field
 from typing import TextIO
 
 import numpy as np
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 
-from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.failures import RunFailed, SettingsError, authorization_failure, bind_failure, kafka_failure, kafka_reason
 from conf.produce_settings import ProduceSettings
-from conf.watermarks import watermark_offsets
 from producers.metrics import ProducerMetrics
-from producers.perf_stats import LatencySummary, PerfStats, now_ms
+from producers.payloads import PAYLOAD_CHUNK_RECORDS, PayloadSource
+from producers.perf_stats import AckRing, LatencySummary, PerfStats, now_ms
+from producers.resume import RUN_ID_HEADER, find_resume_point
 from producers.splittable_random import SplittableRandom
 
-RUN_ID_HEADER = "eos.run_id"
-PAYLOAD_CHUNK_RECORDS = 1024
 # Serve delivery reports at least this often while sending: polling costs about 0.5 us, so this
 # is ~1 % of an unthrottled run's time, and bounds the wait a latency can include to 0.05 ms.
 POLL_INTERVAL_NS = 50_000
@@ -63,8 +64,6 @@ STATISTICS_INTERVAL_MS = 100
 READY_TIMEOUT_S = 30.0
 TRANSACTION_CALL_TIMEOUT_S = 60.0
 
-_PURGED = {KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
-
 
 class ProduceFailed(RunFailed):
     """The run cannot go on: fenced by a newer producer, or a fatal client error.
@@ -73,132 +72,6 @@ class ProduceFailed(RunFailed):
     a property librdkafka rejects as SettingsError, a taken metrics port or a broker that
     does not answer as EnvironmentFailure.
     """
-
-
-# ----------------------------------------------------------------------------- payloads
-
-
-class PayloadSource:
-    """Java's payloads in Java's draw order, drawn ahead in vectorised chunks.
-
-    A commit-point draw must see the generator exactly where Java's would be: right after the
-    last payload handed out. Chunks are drawn ahead, so at a commit point the generator is
-    rewound to the chunk's start and replayed up to that payload (at most one chunk of work).
-    (Drawing the next chunk on a worker thread was measured and is slower: on two cores the
-    worker competes with librdkafka's threads and for the GIL.)
-    """
-
-    def __init__(self, settings: ProduceSettings, rng: SplittableRandom, chunk_records: int):
-        self.rng = rng
-        self.record_size = settings.record_size
-        self.payload_list = settings.read_payloads()
-        self.monotonic = settings.payload_monotonic
-        self.chunk_records = chunk_records
-        self._chunk: list[bytes] | None = None
-        self._chunk_start_rng = copy.copy(rng)
-        self._handed = 0
-
-    def _draw(self, rng: SplittableRandom, records: int) -> np.ndarray:
-        if self.record_size is not None:
-            return rng.next_payloads(records, self.record_size)
-        return rng.next_ints(len(self.payload_list), records)
-
-    def _draw_rows(self, rng: SplittableRandom, records: int) -> list[bytes]:
-        drawn = self._draw(rng, records)
-        if self.record_size is not None:
-            flat = drawn.tobytes()
-            size = self.record_size
-            return [flat[k:k + size] for k in range(0, len(flat), size)]
-        return [self.payload_list[int(index)] for index in drawn]
-
-    def payload(self, index: int) -> bytes:
-        """Return record `index`'s payload (records are asked for in order)."""
-        if self.monotonic:
-            return str(index).encode()
-        if self._chunk is None or self._handed == len(self._chunk):
-            self._chunk_start_rng = copy.copy(self.rng)
-            self._chunk = self._draw_rows(self.rng, self.chunk_records)
-            self._handed = 0
-        self._handed += 1
-        return self._chunk[self._handed - 1]
-
-    def next_double(self) -> float:
-        """Draw Java's commit-point `nextDouble()` from the position after the last payload."""
-        if self._chunk is not None and self._handed < len(self._chunk):
-            self.rng = copy.copy(self._chunk_start_rng)
-            if self._handed:
-                self._draw(self.rng, self._handed)
-        self._chunk = None
-        return self.rng.next_double()
-
-    def mean_payload_bytes(self) -> float:
-        """Average payload size, for throughput in MB/s."""
-        if self.record_size is not None:
-            return float(self.record_size)
-        if self.payload_list:
-            return float(np.mean([len(p) for p in self.payload_list]))
-        return 7.0
-
-
-# ----------------------------------------------------------------------------- acknowledgements
-
-
-class AckRing:
-    """Delivery-callback state: per-record latency and sequence number in preallocated rings.
-
-    The rings are Python lists, not numpy arrays: storing one Python int into a list costs about
-    half of storing it into an ndarray, and this runs once per record.
-    """
-
-    __slots__ = ("mask", "sent_ns", "latency_ns", "acked_seq", "acked", "drained",
-                 "expired", "failed", "purged", "first_error")
-
-    def __init__(self, capacity_pow2: int):
-        size = 1 << capacity_pow2
-        self.mask = size - 1
-        self.sent_ns = [0] * size  # intended send time, by seq & mask
-        self.latency_ns = [0] * size  # by ack number & mask
-        self.acked_seq = [0] * size
-        self.acked = 0
-        self.drained = 0
-        self.expired = 0
-        self.failed = 0
-        self.purged = 0
-        self.first_error: str | None = None
-
-    def on_delivery(self, error, message) -> None:
-        """confluent-kafka delivery callback: a few array stores per record, nothing more."""
-        if error is None:
-            seq = int(message.key())
-            slot = self.acked & self.mask
-            self.latency_ns[slot] = time.perf_counter_ns() - self.sent_ns[seq & self.mask]
-            self.acked_seq[slot] = seq
-            self.acked += 1
-            return
-        code = error.code()
-        if code in _PURGED:
-            self.purged += 1  # unsent records of an aborted transaction: Java drops them too
-            return
-        if code == KafkaError._MSG_TIMED_OUT:
-            self.expired += 1
-        else:
-            self.failed += 1
-        if self.first_error is None:
-            self.first_error = error.str()
-
-    def take(self) -> tuple[np.ndarray, np.ndarray]:
-        """Return (latencies in ns, sequence numbers) acknowledged since the last take."""
-        start, end = self.drained, self.acked
-        self.drained = end
-        if end - start > self.mask:
-            raise ProduceFailed("acknowledgement ring overflowed; raise the ring size")
-        lo, hi = start & self.mask, end & self.mask
-        if lo <= hi and end - start < self.mask + 1:
-            latency, seqs = self.latency_ns[lo:hi], self.acked_seq[lo:hi]
-        else:
-            latency = self.latency_ns[lo:] + self.latency_ns[:hi]
-            seqs = self.acked_seq[lo:] + self.acked_seq[:hi]
-        return np.array(latency, dtype=np.int64), np.array(seqs, dtype=np.int64)
 
 
 # ----------------------------------------------------------------------------- summary
@@ -250,65 +123,6 @@ class ProduceSummary:
     def to_json(self) -> str:
         """Serialise as indented JSON."""
         return json.dumps(asdict(self), indent=2)
-
-
-# ----------------------------------------------------------------------------- resume
-
-
-def find_resume_point(bootstrap: str | Connection, topic: str, run_id: str | None,
-                      timeout_s: float = 30.0) -> tuple[int, str | None]:
-    """Return (next sequence number, run id) after the newest committed record of a load.
-
-    Only the tail of each partition is read (read_committed, widening the window until a
-    record of the load turns up), so resuming a load of millions of records costs little.
-    With no run id given, the newest committed record names the load to resume.
-    """
-    consumer = Consumer(connection(bootstrap).librdkafka(**{
-        "group.id": f"eosbench-resume-{topic}", "isolation.level": "read_committed", "enable.auto.commit": False,
-        "enable.partition.eof": True,
-    }), logger=CLIENT_LOG)
-    try:
-        metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        if metadata is None or metadata.error is not None:
-            return 0, run_id
-        tails: list[tuple[int, int, str]] = []  # (timestamp, seq, run id)
-        for partition in metadata.partitions:
-            low, high = watermark_offsets(consumer, topic, partition, timeout_s)
-            window = 1024
-            while True:
-                start = max(low, high - window)
-                found = _read_range(consumer, topic, partition, start, timeout_s)
-                mine = [r for r in found if run_id is None or r[2] == run_id]
-                if mine or start == low:
-                    tails.extend(mine)
-                    break
-                window *= 4
-        if not tails:
-            return 0, run_id
-        if run_id is None:
-            run_id = max(tails)[2]
-            tails = [r for r in tails if r[2] == run_id]
-        return max(seq for _, seq, _ in tails) + 1, run_id
-    finally:
-        consumer.close()
-
-
-def _read_range(consumer: Consumer, topic: str, partition: int, start: int, timeout_s: float) -> list[tuple[int, int, str]]:
-    consumer.assign([TopicPartition(topic, partition, start)])
-    records = []
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        message = consumer.poll(1.0)
-        if message is None:
-            continue
-        if message.error():
-            if message.error().code() == KafkaError._PARTITION_EOF:
-                break
-            raise kafka_failure(message.error(), f"reading {topic}[{partition}] to resume: {message.error().str()}")
-        headers = dict(message.headers() or [])
-        if RUN_ID_HEADER in headers and message.key() is not None:
-            records.append((message.timestamp()[1], int(message.key()), headers[RUN_ID_HEADER].decode()))
-    return records
 
 
 # ----------------------------------------------------------------------------- the run

@@ -1,7 +1,7 @@
 """Java ProducerPerformance's `Stats`, fed in bulk: the same window and total lines, from numpy.
 
 Java records each acknowledgement in its callback; here acknowledgements are collected in a
-ring buffer by the delivery callback and handed over in batches, so that the per-record Python
+ring buffer (`AckRing`) by the delivery callback and handed over in batches, so that the per-record Python
 work stays a few array stores. The lines printed are Java's, format for format, so that scripts
 that parse `kafka-producer-perf-test` output parse these too.
 """
@@ -14,8 +14,12 @@ from dataclasses import dataclass
 from typing import TextIO
 
 import numpy as np
+from confluent_kafka import KafkaError
+
+from conf.failures import RunFailed
 
 MAX_LATENCY_SAMPLES = 500_000  # Java keeps at most this many latencies for percentiles
+_PURGED = {KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
 
 
 def now_ms() -> int:
@@ -37,6 +41,65 @@ class LatencySummary:
     p99_ms: float
     p999_ms: float
     elapsed_s: float
+
+
+class AckRing:
+    """Delivery-callback state: per-record latency and sequence number in preallocated rings.
+
+    The rings are Python lists, not numpy arrays: storing one Python int into a list costs about
+    half of storing it into an ndarray, and this runs once per record.
+    """
+
+    __slots__ = ("mask", "sent_ns", "latency_ns", "acked_seq", "acked", "drained",
+                 "expired", "failed", "purged", "first_error")
+
+    def __init__(self, capacity_pow2: int):
+        size = 1 << capacity_pow2
+        self.mask = size - 1
+        self.sent_ns = [0] * size  # intended send time, by seq & mask
+        self.latency_ns = [0] * size  # by ack number & mask
+        self.acked_seq = [0] * size
+        self.acked = 0
+        self.drained = 0
+        self.expired = 0
+        self.failed = 0
+        self.purged = 0
+        self.first_error: str | None = None
+
+    def on_delivery(self, error, message) -> None:
+        """confluent-kafka delivery callback: a few array stores per record, nothing more."""
+        if error is None:
+            seq = int(message.key())
+            slot = self.acked & self.mask
+            self.latency_ns[slot] = time.perf_counter_ns() - self.sent_ns[seq & self.mask]
+            self.acked_seq[slot] = seq
+            self.acked += 1
+            return
+        code = error.code()
+        if code in _PURGED:
+            self.purged += 1  # unsent records of an aborted transaction: Java drops them too
+            return
+        if code == KafkaError._MSG_TIMED_OUT:
+            self.expired += 1
+        else:
+            self.failed += 1
+        if self.first_error is None:
+            self.first_error = error.str()
+
+    def take(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return (latencies in ns, sequence numbers) acknowledged since the last take."""
+        start, end = self.drained, self.acked
+        self.drained = end
+        if end - start > self.mask:
+            raise RunFailed("acknowledgement ring overflowed; raise the ring size")
+        lo, hi = start & self.mask, end & self.mask
+        if lo <= hi and end - start < self.mask + 1:
+            latency, seqs = self.latency_ns[lo:hi], self.acked_seq[lo:hi]
+        else:
+            latency = self.latency_ns[lo:] + self.latency_ns[:hi]
+            seqs = self.acked_seq[lo:] + self.acked_seq[:hi]
+        return np.array(latency, dtype=np.int64), np.array(seqs, dtype=np.int64)
+
 
 
 class PerfStats:

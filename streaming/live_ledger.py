@@ -29,8 +29,8 @@ import numpy as np
 from confluent_kafka import KafkaException
 
 from conf.client_config import Connection
-from streaming.verify import (SAMPLE, TopicIndex, VerifyReport, _below, _bounds, _conclude, _members, live_bounds,
-                              read_index, reordered_pairs)
+from streaming.topic_index import TopicIndex, _bounds, read_index
+from streaming.verify import SAMPLE, VerifyReport, _below, _conclude, _members, live_bounds, reordered_pairs
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 READ_TIMEOUT_S = 60.0

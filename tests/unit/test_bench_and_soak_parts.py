@@ -23,9 +23,9 @@ from eosbench.soak.faults import FAULTS, _java_string_hash
 from eosbench.soak.options import SoakOptions
 from eosbench.soak.report import FaultRecord, SoakReport, UnplannedExit, report_markdown, write_report
 from eosbench.local.spark_cluster import StandaloneCluster
-from streaming import verify
+from streaming import topic_index, verify
 from streaming.job import steady_input_rate
-from streaming.verify import IncrementalIndexes, TopicIndex, _bounds
+from streaming.topic_index import IncrementalIndexes, TopicIndex, _bounds
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "conf" / "workloads"
 
@@ -106,7 +106,7 @@ def test_incremental_indexes_read_from_after_the_last_record_held_and_append(mon
     def fake_read_index(bootstrap, topic, isolation, with_src, start_offsets=None):
         starts.append(start_offsets)
         return next(reads)
-    monkeypatch.setattr(verify, "read_index", fake_read_index)
+    monkeypatch.setattr(topic_index, "read_index", fake_read_index)
     indexes = IncrementalIndexes()
     for _ in range(3):
         held = indexes.read("b", "t", "read_committed", with_src=False)

@@ -19,7 +19,7 @@ Sink = Literal["kafka-eos", "kafka-alo", "delta"]
 SinkClient = Literal["librdkafka", "kafka-python"]
 TxnScope = Literal["partition", "batch"]
 Process = Literal["passthrough", "checksum", "enrich"]
-StartingOffsets = Literal["earliest", "latest", "group"]
+StartingOffsets = Literal["earliest", "latest", "group", "output"]
 _INTERVAL = re.compile(r"^\d+(\.\d+)?\s*(ms|milliseconds?|s|seconds?|min|minutes?)$")
 # Source options the job sets itself, from its own flags (Spark reads option names case-blind).
 _JOB_SOURCE_OPTIONS = {"kafka.bootstrap.servers": "--bootstrap-server", "subscribe": "--input-topic",

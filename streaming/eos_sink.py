@@ -32,8 +32,9 @@ from streaming.sink_group import (
     check_scope,
     read_committed_offsets,
 )
-from streaming.sink_task import (KEEP_COMMITTED, SINK_LOG, ExactlyOnceViolation, TaskPlan, partition_task,
-                                 run_transaction, transactional_id)
+from streaming.sink_task import (KEEP_COMMITTED, SINK_LOG, ExactlyOnceViolation, TaskPlan, group_offsets_of,
+                                 partition_task, run_transaction, transactional_id)
+from streaming.starting_offsets import first_batch_written_again
 from streaming.stats import STATS_SCHEMA, BatchStats
 
 
@@ -96,7 +97,7 @@ def _refusal_in(exc: Exception) -> Exception | None:
 class TransactionalSink:
     """The foreachBatch function: plans each batch on the driver, runs the tasks, merges stats."""
 
-    def __init__(self, settings: StreamSettings, spark, on_batch=None):
+    def __init__(self, settings: StreamSettings, spark, checkpoint: CheckpointLog, on_batch=None):
         from confluent_kafka import Consumer
 
         self.settings = settings
@@ -116,7 +117,7 @@ class TransactionalSink:
             memberless.close()
         self.fault = os.environ.get("EOSBENCH_FAULT") or None
         self._check_speculation_off()
-        self.checkpoint = CheckpointLog(spark, settings.checkpoint_uri)
+        self.checkpoint = checkpoint
         self._pending_batch = self.checkpoint.pending_batch()  # read before the query starts
         # The driver's transactions (empty slices, batch scope, the keeper) share the driver's cached
         # producers; one lock serialises them, and the keeper never runs while a batch does.
@@ -140,13 +141,20 @@ class TransactionalSink:
         return self._partitions
 
     def plan(self, batch_id: int) -> TaskPlan:
-        """The closure shipped to this batch's tasks."""
+        """The closure shipped to this batch's tasks.
+
+        A batch that the previous run may have committed before it died is `replayed`: its tasks
+        refuse a partition whose group offset fell below the batch's start. Batch 0 starts at the
+        query's initial offsets, where a missing offset proves nothing, so the driver judges it
+        (`_check_first_batch_replay`).
+        """
         topic = self.settings.input_topic
+        end_offsets = self.checkpoint.batch_end_offsets(batch_id, topic)
         return TaskPlan(
             app_id=self.settings.app_id, output_topic=self.settings.output_topic,
             dead_letter_topic=self.settings.dead_letter, process=self.settings.process,
             producer_config=self.settings.producer_config(), group_metadata=self.group_metadata,
-            end_offsets=self.checkpoint.batch_end_offsets(batch_id, topic),
+            end_offsets=end_offsets, input_partitions=max([*self._partitions, *end_offsets], default=-1) + 1,
             max_retries=self.settings.max_retries, pre_register=self.settings.pre_register_partitions,
             batch_id=batch_id, fault=self.fault, txn_scope=self.settings.txn_scope,
             start_offsets=self.checkpoint.batch_start_offsets(batch_id, topic),
@@ -185,6 +193,8 @@ class TransactionalSink:
     def _run_batch(self, df, batch_id: int) -> BatchStats:
         plan = self.plan(batch_id)
         self._partitions = sorted(set(self._partitions) | set(plan.end_offsets))
+        if batch_id == 0 == self._pending_batch:
+            self._check_first_batch_replay(plan)
         stats = BatchStats(batch_id)
         source = df.select(*source_columns())
         if self.settings.txn_scope == "partition":
@@ -224,11 +234,38 @@ class TransactionalSink:
                 " partition per Kafka partition, so no minPartitions or maxRecordsPerPartition split and no shuffle"
                 " or coalesce before the sink; use --txn-scope batch for those")
 
-    def _commit_empty_slices(self, plan: TaskPlan, with_records: set[int], stats: BatchStats) -> None:
-        """Move the group's offsets over slices that held only aborted records and markers."""
+    def _check_first_batch_replay(self, plan: TaskPlan) -> None:
+        """Refuse to run batch 0 again where the run that died committed a slice whose group offset is gone."""
         topic = self.settings.input_topic
-        for partition, end in plan.end_offsets.items():
-            if partition in with_records:
+        committed = group_offsets_of(plan, topic, sorted(plan.end_offsets))
+        written = first_batch_written_again(self.settings.connection, topic,
+                                            [self.settings.output_topic, self.settings.dead_letter], committed,
+                                            {p: plan.start_offsets.get(p, 0) for p in plan.end_offsets})
+        if written:
+            p = written[0]
+            raise SinkPreconditionError(
+                f"batch 0 is run again after a restart, but group {plan.app_id!r} has no offset for {topic}"
+                f" partition(s) {', '.join(map(str, written))} although the output holds records of this batch"
+                f" from {topic}[{p}]: the offsets expired (offsets.retention.minutes) or were deleted, and running"
+                f" it again would write them twice. Delete the checkpoint ({self.checkpoint.uri}) and start with"
+                " --starting-offsets output")
+
+    def _commit_empty_slices(self, plan: TaskPlan, with_records: set[int], stats: BatchStats) -> None:
+        """Move the group's offsets over slices that held only aborted records and markers.
+
+        A partition with no new offsets needs a transaction only if its group offset is not at
+        the batch end yet (a partition no batch has committed): one read of the group's offsets
+        tells, so an idle partition costs no driver-side producer, which would fence the
+        executors' cached producer of its transactional id.
+        """
+        topic = self.settings.input_topic
+        empty = {p: end for p, end in plan.end_offsets.items() if p not in with_records}
+        unmoved = sorted(p for p, end in empty.items() if end <= plan.start_offsets.get(p, 0))
+        at_end = {p for p, c in group_offsets_of(plan, topic, unmoved).items()
+                  if c.offset >= empty[p]} if unmoved else set()
+        stats.outcomes["idle"] += len(at_end)
+        for partition, end in empty.items():
+            if partition in at_end:
                 continue
             row = run_transaction(plan, transactional_id(plan.app_id, topic, partition), [], {(topic, partition): end})
             stats.add_task(row)
@@ -256,7 +293,7 @@ class TransactionalSink:
             dead_letter_topic=self.settings.dead_letter, process=self.settings.process,
             producer_config=self.settings.producer_config(), group_metadata=self.group_metadata, end_offsets={},
             max_retries=self.settings.max_retries, pre_register=False, batch_id=-1, fault=None,
-            txn_scope=self.settings.txn_scope)
+            txn_scope=self.settings.txn_scope, input_partitions=max(self._partitions, default=-1) + 1)
         if self.settings.txn_scope == "batch":
             rows = [run_transaction(plan, f"{plan.app_id}.batch", [], {(topic, p): KEEP_COMMITTED for p in partitions})]
         else:

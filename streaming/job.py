@@ -69,8 +69,11 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", metavar="URI",
                         help="the query's checkpoint folder: a local path, or a file://, hdfs://, s3a:// or abfs:// URI"
                              " (default: checkpoints/<app-id>)")
-    parser.add_argument("--starting-offsets", choices=("earliest", "latest", "group"), default="earliest",
-                        help="group: resume from the sink's committed group offsets (a lost checkpoint)")
+    parser.add_argument("--starting-offsets", choices=("earliest", "latest", "group", "output"), default="earliest",
+                        help="where a query without a checkpoint starts: group resumes from the sink's committed"
+                             " group offsets (a lost checkpoint); output resumes each partition after the last record"
+                             " the output and dead-letter topics hold from it (a lost checkpoint whose group offsets"
+                             " expired) (default: %(default)s)")
     parser.add_argument("--max-offsets-per-trigger", type=int, help="cap each micro-batch (default: no cap)")
     parser.add_argument("--dead-letter-topic", help="where poison records go (default: <output-topic>.dlq)")
     parser.add_argument("--delta-path", type=Path, help="table folder for --sink delta (default: none)")
@@ -117,22 +120,24 @@ def settings_from_args(args: argparse.Namespace) -> StreamSettings:
 # ----------------------------------------------------------------------------- source
 
 
-def starting_offsets(spark, settings: StreamSettings) -> str:
-    """The source's startingOffsets; `group` is rebuilt from the sink group's committed offsets.
+def starting_offsets(checkpoint, settings: StreamSettings) -> str:
+    """The source's startingOffsets (`streaming/starting_offsets.py` says when the transactional sink refuses one).
 
     Spark uses startingOffsets only for a query that has not started before: with the query's
     initial offsets in the checkpoint, it resumes from the checkpoint and ignores them.
     """
-    from streaming.checkpoint import CheckpointLog
-    from streaming.sink_group import group_starting_offsets
+    from streaming.starting_offsets import resolve_starting_offsets
 
-    if settings.starting_offsets != "group" or CheckpointLog(spark, settings.checkpoint_uri).initial_offsets():
-        return "earliest" if settings.starting_offsets == "group" else settings.starting_offsets
-    return group_starting_offsets(settings.connection, settings.group_id, settings.input_topic,
-                                  [settings.output_topic, settings.dead_letter])
+    if checkpoint.initial_offsets():
+        return "earliest"
+    if settings.sink != "kafka-eos":  # only the transactional sink keeps group offsets to resume from
+        return "earliest" if settings.starting_offsets in ("group", "output") else settings.starting_offsets
+    return resolve_starting_offsets(settings.connection, settings.starting_offsets, settings.group_id,
+                                    settings.input_topic, [settings.output_topic, settings.dead_letter],
+                                    on_progress=lambda line: print(line, file=sys.stderr, flush=True))
 
 
-def source(spark, settings: StreamSettings):
+def source(spark, settings: StreamSettings, checkpoint):
     """The read_committed Kafka stream."""
     reader = (spark.readStream.format("kafka")
               .options(**settings.extra_source_options())
@@ -140,7 +145,7 @@ def source(spark, settings: StreamSettings):
               .option("kafka.bootstrap.servers", settings.bootstrap_server)
               .option("subscribe", settings.input_topic)
               .option("kafka.isolation.level", "read_committed")
-              .option("startingOffsets", starting_offsets(spark, settings))
+              .option("startingOffsets", starting_offsets(checkpoint, settings))
               .option("includeHeaders", "true"))
     if settings.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)
@@ -352,10 +357,11 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
         if on_batch:
             on_batch(batch)
 
-    sink = {"kafka-eos": lambda: TransactionalSink(settings, spark, batch_done),
+    checkpoint = CheckpointLog(spark, settings.checkpoint_uri)  # one reader of the checkpoint, handed down
+    sink = {"kafka-eos": lambda: TransactionalSink(settings, spark, checkpoint, batch_done),
             "kafka-alo": lambda: AtLeastOnceKafkaSink(settings, batch_done),
             "delta": lambda: IdempotentDeltaSink(settings, batch_done)}[settings.sink]()
-    writer = (source(spark, settings).writeStream.foreachBatch(sink)
+    writer = (source(spark, settings, checkpoint).writeStream.foreachBatch(sink)
               .option("checkpointLocation", settings.checkpoint_uri)
               .queryName(settings.app_id))
     writer = writer.trigger(availableNow=True) if settings.trigger == "available-now" \
@@ -369,7 +375,7 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
             if observer:
                 observer.stop(wait_s=0)
             raise
-        watcher = _ProgressWatcher(query, CheckpointLog(spark, settings.checkpoint_uri), settings, metrics) \
+        watcher = _ProgressWatcher(query, checkpoint, settings, metrics) \
             if metrics else None
         try:
             if settings.trigger == "available-now" or settings.timeout_s is None:

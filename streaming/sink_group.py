@@ -7,8 +7,13 @@ facts about such a group shape the sink:
   has no protocol type (a "simple" group) as a standalone committer and drops each partition's
   offset `offsets.retention.minutes` after that partition's last commit (Kafka 4.3,
   `ClassicGroup.offsetExpirationCondition`). The sink therefore re-commits the offsets of
-  partitions no batch has committed lately (`OffsetKeeper`, below), and a restart from the
-  group's offsets refuses to guess where a partition that holds data but has no offset left off.
+  partitions no batch has committed lately (`OffsetKeeper`, below), and a query without a
+  checkpoint refuses to guess where a partition that holds data but has no offset left off
+  (`streaming/starting_offsets.py`).
+- **Each commit says who made it.** Its metadata (`offset_tag`) names the scope, the input's
+  partition count and a token of the attempt: a retry whose commit call failed tells by the token
+  whether that commit landed, and a partition added after the last commit is told from one whose
+  offset expired.
 - **Two transaction scopes must never share it.** Partition scope commits with `T(p)`, batch
   scope with `<app-id>.batch`; neither fences the other. Every sink commit therefore carries
   offset metadata naming its scope, and a sink refuses a group whose offsets another scope wrote.
@@ -16,9 +21,10 @@ facts about such a group shape the sink:
 
 from __future__ import annotations
 
-import json
 import logging
 import math
+import re
+import secrets
 import threading
 import time
 from dataclasses import dataclass
@@ -28,6 +34,9 @@ from conf.failures import authorization_failure
 from conf.settings import SettingsError
 
 SCOPE_TAG_PREFIX = "eosbench txn-scope="
+# The whole tag: `eosbench txn-scope=<scope>;partitions=<count>;token=<16 hex>;`. Each field ends in
+# `;` because metadata may come back with stray bytes after it (see _tag_in).
+_TAG = re.compile(r"eosbench txn-scope=([a-z]+);partitions=(\d+);token=([0-9a-f]{16});")
 # Each committed() call's bound: a refused coordinator lookup shows only between calls (_refused_lookup).
 COMMITTED_CALL_S = 5.0
 SCOPES = ("partition", "batch")
@@ -42,32 +51,44 @@ class SinkPreconditionError(SettingsError):
 
 @dataclass(frozen=True)
 class CommittedOffset:
-    """One partition's committed offset in the sink's group, and the scope whose commit left it."""
+    """One partition's committed offset in the sink's group, with what the commit's metadata tells of it."""
 
     offset: int  # -1 where the group has none
     scope: str | None  # None: no commit, or a commit that is not the sink's (a reset, an older eosbench)
+    # The input's partition count when the commit was made: a partition numbered at or above it is
+    # newer than that commit, so it has no offset of its own by right (None: an older tag).
+    partitions: int | None = None
+    token: str | None = None  # the attempt that made the commit (new_commit_token), None: an older tag
 
 
-def scope_tag(scope: str) -> str:
-    """The offset metadata every sink commit of this transaction scope carries."""
-    return SCOPE_TAG_PREFIX + scope
+def new_commit_token() -> str:
+    """A token that names one commit attempt, so that a retry can tell whether that attempt's commit landed."""
+    return secrets.token_hex(8)
 
 
-def _scope_in(tp) -> str | None:
-    """The scope a committed offset's metadata names, if it is a sink's tag.
+def offset_tag(scope: str, partitions: int, token: str) -> str:
+    """The offset metadata of a sink commit: its transaction scope, the input's partition count, the attempt's token."""
+    return f"{SCOPE_TAG_PREFIX}{scope};partitions={partitions};token={token};"
+
+
+def _tag_in(tp) -> tuple[str | None, int | None, str | None]:
+    """(scope, partition count, token) of a committed offset's metadata, where it is a sink's tag.
 
     librdkafka copies a committed offset's metadata by its length, without a terminator, and
     confluent-kafka reads the copy as a C string; confluent-kafka writes its own terminator
     (so its tags read back whole), but metadata another client wrote can come back with bytes
-    of whatever follows it in memory. So the tag is matched by its known prefix, and metadata
-    that is not even text is not a sink's.
+    of whatever follows it in memory. So every field of the tag ends in `;`, an older tag (the
+    scope alone) is matched by its known prefix, and metadata that is not even text is not a sink's.
     """
     try:
         metadata = tp.metadata or ""
     except UnicodeDecodeError:
-        return None
+        return None, None, None
+    whole = _TAG.match(metadata)
+    if whole and whole.group(1) in SCOPES:
+        return whole.group(1), int(whole.group(2)), whole.group(3)
     rest = metadata[len(SCOPE_TAG_PREFIX):] if metadata.startswith(SCOPE_TAG_PREFIX) else ""
-    return next((scope for scope in SCOPES if rest.startswith(scope)), None)
+    return next((scope for scope in SCOPES if rest.startswith(scope)), None), None, None
 
 
 def read_committed_offsets(consumer, topic: str, partitions, group: str, timeout_s: float = 60.0) -> dict[int, CommittedOffset]:
@@ -99,7 +120,7 @@ def read_committed_offsets(consumer, topic: str, partitions, group: str, timeout
             denied = authorization_failure(error, topic if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED else group)
             raise denied or KafkaException(error)
         time.sleep(0.2)
-    return {tp.partition: CommittedOffset(tp.offset if tp.offset >= 0 else -1, _scope_in(tp)) for tp in answer}
+    return {tp.partition: CommittedOffset(tp.offset if tp.offset >= 0 else -1, *_tag_in(tp)) for tp in answer}
 
 
 def _refused_lookup(consumer):
@@ -144,51 +165,6 @@ def brokers_offsets_retention_minutes(bootstrap: str | Connection) -> int | None
         return min(int(future.result(timeout=30)["offsets.retention.minutes"].value) for future in futures.values())
     except (KafkaException, KeyError, ValueError):
         return None
-
-
-def group_starting_offsets(bootstrap: str | Connection, group: str, topic: str, written_topics: list[str]) -> str:
-    """startingOffsets JSON from the group's committed offsets, refusing offsets that may have expired.
-
-    A partition without a committed offset starts at its earliest offset, which is right only if
-    the sink never wrote it: the offset may instead have expired (see the module docstring), and
-    starting there would write the partition's retained records a second time. So a partition
-    that holds records but has no offset is refused once any of `written_topics` (the output and
-    the dead-letter topic) has ever been written to.
-    """
-    from confluent_kafka import Consumer
-
-    from conf.client_log import CLIENT_LOG
-    from conf.watermarks import watermark_offsets
-
-    consumer = Consumer(connection(bootstrap).librdkafka(**{"group.id": group, "isolation.level": "read_committed",
-                                                            "enable.auto.commit": False}), logger=CLIENT_LOG)
-    try:
-        partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
-        committed = read_committed_offsets(consumer, topic, partitions, group)
-        missing = [p for p, c in committed.items() if c.offset < 0]
-        holding = {p: watermark_offsets(consumer, topic, p, timeout_s=30) for p in missing}
-        holding = {p: (low, high) for p, (low, high) in holding.items() if high > low}
-        if holding and _ever_written(consumer, written_topics):
-            p, (low, high) = next(iter(holding.items()))
-            raise SinkPreconditionError(
-                f"--starting-offsets group: group {group!r} has no committed offset for {topic}"
-                f" partition(s) {', '.join(map(str, holding))} although they hold records ({topic}[{p}]:"
-                f" offsets {low}..{high - 1}) and the output was written to; the offsets may have expired"
-                f" (offsets.retention.minutes) and resuming would write those records again. Restore them"
-                f" (kafka-consumer-groups --reset-offsets --group {group} --topic {topic}:{p} --to-offset"
-                f" <the offset after the last one delivered> --execute), or resume from the checkpoint")
-    finally:
-        consumer.close()
-    return json.dumps({topic: {str(p): c.offset if c.offset >= 0 else -2 for p, c in committed.items()}})
-
-
-def _ever_written(consumer, topics: list[str]) -> bool:
-    """True if any partition of these topics has ever held a record or a transaction marker."""
-    from conf.watermarks import watermark_offsets
-
-    metadata = consumer.list_topics(timeout=30).topics
-    return any(watermark_offsets(consumer, topic, p, timeout_s=30)[1] > 0
-               for topic in topics if topic in metadata for p in metadata[topic].partitions)
 
 
 class OffsetKeeper:

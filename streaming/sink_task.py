@@ -39,7 +39,8 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from bisect import bisect_left
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -53,8 +54,9 @@ from streaming.sink_group import (
     CommittedOffset,
     SinkPreconditionError,
     check_scope,
+    new_commit_token,
+    offset_tag,
     read_committed_offsets,
-    scope_tag,
 )
 from streaming.stats import PHASES, latency_histogram, stats_arrow_schema
 
@@ -106,6 +108,7 @@ class TaskPlan:
     # A batch the previous run may have committed before it died: Spark runs it again at a restart.
     replayed: bool = False
     sink_client: str = "librdkafka"  # or "kafka-python", the client pre-registration needs
+    input_partitions: int = 0  # the input's partition count, recorded in each commit's offset metadata
 
 
 # ----------------------------------------------------------------------------- clients
@@ -196,7 +199,7 @@ def _classify(exc: Exception) -> str | None:
     return None
 
 
-def _committed_offsets(plan: TaskPlan, topic: str, partitions: list[int]) -> dict[int, CommittedOffset]:
+def group_offsets_of(plan: TaskPlan, topic: str, partitions: list[int]) -> dict[int, CommittedOffset]:
     """Step 2: the group's committed offsets of these partitions (stable), with the scope that wrote them."""
     cluster = connection_of(plan.producer_config)
     reader = _OFFSET_READERS.get((plan.app_id, cluster))
@@ -318,10 +321,113 @@ class _Attempt:
     """What one attempt wrote, kept in case its commit landed although commit_transaction failed."""
 
     to_commit: dict
+    token: str  # in the commit's offset metadata: the evidence that this attempt's commit landed
+    identity: bytes
     records_out: int
     records_dead_lettered: int
-    records_skipped: int
     input_timestamps: list[int]
+    whole: bool  # it took every record left; False: a later transaction writes the rest
+
+
+# A transaction must commit within transaction.timeout.ms, or the coordinator aborts it and every
+# retry repeats it. So once a worker has seen how fast it produces, a transaction takes only the
+# records it can produce and flush in this share of the timeout (the rest is for the commit), and
+# a slice larger than that commits in several transactions, each with the offset of its last
+# record's successor: Step 3 of the next one starts there. An attempt that overran halves what
+# the next one takes, so a slowdown the estimate missed converges within the retries.
+TXN_TIMEOUT_SHARE = 0.5
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000  # librdkafka's and kafka-python's transaction.timeout.ms
+_RECORDS_PER_SECOND: dict[str, float] = {}  # per output topic, on this worker
+_RECORDS_CAP: dict[str, int] = {}  # per output topic, set when an attempt overran
+
+
+def produce_budget_s(plan: TaskPlan) -> float:
+    """How long a transaction may spend producing and flushing its records."""
+    timeout_ms = float(plan.producer_config.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
+    return timeout_ms / 1000.0 * TXN_TIMEOUT_SHARE
+
+
+def records_per_transaction(plan: TaskPlan) -> int | None:
+    """The most records one transaction takes on this worker (None: no limit learnt yet)."""
+    rate, cap = _RECORDS_PER_SECOND.get(plan.output_topic), _RECORDS_CAP.get(plan.output_topic)
+    limits = [limit for limit in (cap, None if rate is None else int(rate * produce_budget_s(plan))) if limit]
+    return max(1, min(limits)) if limits else None
+
+
+def _learn_rate(plan: TaskPlan, records: int, seconds: float, overran: bool) -> None:
+    """Note how fast this worker produced; an overrun also halves what the next transaction takes."""
+    if records and seconds > 0:
+        _RECORDS_PER_SECOND[plan.output_topic] = records / seconds
+    if overran:
+        _RECORDS_CAP[plan.output_topic] = max(1, records // 2)
+    elif plan.output_topic in _RECORDS_CAP and records >= _RECORDS_CAP[plan.output_topic]:
+        del _RECORDS_CAP[plan.output_topic]  # the rate alone bounds it again
+
+
+def _cut(records: SourceSlice, start: int, stop: int) -> SourceSlice:
+    """Records [start, stop) of a slice, as a slice of their own."""
+    return replace(records, **{f.name: getattr(records, f.name)[start:stop] for f in fields(records)
+                               if isinstance(getattr(records, f.name), list)})
+
+
+def _first_kept(records: SourceSlice, keep_from: int) -> int:
+    """The index of the slice's first record at or above keep_from (offsets ascend)."""
+    return bisect_left(records.offsets, keep_from)
+
+
+def take_records(pending: list[tuple[SourceSlice, int]], cap: int | None
+                 ) -> tuple[list[tuple[SourceSlice, int]], list[tuple[SourceSlice, int]]]:
+    """Split Step 3's (slice, keep_from) pairs into what one transaction writes (at most `cap` kept records) and the rest."""
+    if cap is None:
+        return pending, []
+    taken: list[tuple[SourceSlice, int]] = []
+    room = cap
+    for index, (records, keep_from) in enumerate(pending):
+        first = _first_kept(records, keep_from)
+        if len(records) - first <= room:
+            taken.append((records, keep_from))
+            room -= len(records) - first
+            continue
+        cut = first + room
+        if room:
+            taken.append((_cut(records, 0, cut), keep_from))
+        return taken, [(_cut(records, cut, len(records)), keep_from), *pending[index + 1:]]
+    return taken, []
+
+
+def offsets_for(offsets_to_commit: dict, committed: dict[int, CommittedOffset],
+                rest: list[tuple[SourceSlice, int]]) -> dict:
+    """Step 3's offsets to commit: each batch end above c, or, where records are left for a later
+    transaction, the offset of the first of them; KEEP_COMMITTED commits c itself."""
+    resume_at: dict[int, int] = {}
+    for records, keep_from in rest:
+        first = _first_kept(records, keep_from)
+        if first < len(records) and records.partition not in resume_at:
+            resume_at[records.partition] = records.offsets[first]
+    to_commit = {}
+    for (t, p), end in offsets_to_commit.items():
+        c = committed[p].offset
+        if end is KEEP_COMMITTED:
+            if c >= 0:
+                to_commit[(t, p)] = c
+        elif resume_at.get(p, end) > c:
+            to_commit[(t, p)] = resume_at.get(p, end)
+    return to_commit
+
+
+def _count_commit(stats: dict, attempt: _Attempt, latencies: list, returned_ms: float | None) -> None:
+    """Add one committed transaction to the task's statistics row.
+
+    `returned_ms` is when commit_transaction returned (for visibility latency), None for a commit
+    found landed by a later attempt, whose return is unknown.
+    """
+    stats["records_out"] += attempt.records_out
+    stats["records_dead_lettered"] += attempt.records_dead_lettered
+    stats["committed_partitions"] = sorted(set(stats["committed_partitions"]) | {p for _, p in attempt.to_commit})
+    if returned_ms is not None and (attempt.records_out or attempt.records_dead_lettered):
+        stats.update(txn=attempt.identity.decode(), committed_at_s=returned_ms / 1000.0)
+    now_ms = time.time() * 1000.0 if returned_ms is None else returned_ms
+    latencies.append(now_ms - np.asarray(attempt.input_timestamps, dtype=np.float64))
 
 
 def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offsets_to_commit: dict) -> dict:
@@ -329,6 +435,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
 
     `offsets_to_commit` maps (topic, partition) to the offset to commit, or to KEEP_COMMITTED to
     re-commit the offset Step 2 reads. The row's `committed_partitions` lists what was committed.
+    Slices too large for one transaction (`records_per_transaction`) commit in several.
     """
     kafka = _kafka()
     key = producer_key(plan, txn_id)
@@ -336,96 +443,102 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
     timings = dict.fromkeys(PHASES, 0.0)
     stats = {"records_in": sum(len(records) for records in slices), "records_out": 0, "records_dead_lettered": 0,
              "records_skipped": 0, "retries": 0, "fenced": 0, "aborted": 0, "outcome": "committed",
-             "register_round_trips": 0, "first_send_after_begin_s": 0.0, "committed_partitions": [],
+             "transactions": 0, "register_round_trips": 0, "first_send_after_begin_s": 0.0, "committed_partitions": [],
              "txn": "", "committed_at_s": 0.0}
-    latencies = np.empty(0)
+    latencies: list[np.ndarray] = []
     unsure: _Attempt | None = None  # the last attempt whose commit_transaction failed
-    for attempt in range(plan.max_retries + 1):
-        stats["retries"] = attempt
+    transactions = attempt = 0  # transactions committed; failed attempts since the last commit
+    while True:
+        if attempt > plan.max_retries:
+            raise SinkTaskFailed(f"{txn_id}: no commit after {plan.max_retries + 1} attempts")
         attempt_started = phase_started = time.perf_counter()
-        phase = "init"
+        phase, begun, attempted = "init", None, 0
         try:
             producer = _producer(plan, key, timings)                                  # Step 1
             started = time.perf_counter()
-            committed = _committed_offsets(plan, topic, [p for _, p in offsets_to_commit])  # Step 2
+            committed = group_offsets_of(plan, topic, [p for _, p in offsets_to_commit])  # Step 2
             check_scope(committed, topic, plan.app_id, plan.txn_scope)
             if plan.replayed:
                 _check_replay_has_its_offsets(plan, topic, committed, offsets_to_commit)
             timings["init"] += time.perf_counter() - started
-            if unsure and all(committed[p].offset == end for (_, p), end in unsure.to_commit.items()):
-                # The commit landed although commit_transaction failed (a timeout on the way back).
-                stats.update(records_out=unsure.records_out, records_dead_lettered=unsure.records_dead_lettered,
-                             records_skipped=unsure.records_skipped, committed_partitions=[p for _, p in unsure.to_commit])
-                latencies = time.time() * 1000.0 - np.asarray(unsure.input_timestamps, dtype=np.float64)
-                SINK_LOG.info("%s: attempt %d found the commit of an earlier attempt landed", txn_id, attempt + 1)
-                break
-            unsure = None  # c is not where that commit would have put it: it did not land
-            to_commit = {}                                                            # Step 3
-            for (t, p), end in offsets_to_commit.items():
-                c = committed[p].offset
-                if end is KEEP_COMMITTED and c >= 0 or end is not KEEP_COMMITTED and end > c:
-                    to_commit[(t, p)] = c if end is KEEP_COMMITTED else end
+            if unsure:
+                landed, unsure = unsure, None
+                if all(committed[p].token == landed.token for _, p in landed.to_commit):
+                    # The commit landed although commit_transaction failed (a timeout on the way back).
+                    SINK_LOG.info("%s: attempt %d found the commit of an earlier attempt landed", txn_id, attempt + 1)
+                    _count_commit(stats, landed, latencies, returned_ms=None)
+                    transactions, attempt = transactions + 1, 0
+                    if landed.whole:
+                        break
+                    continue
+            pending = [(records, committed[records.partition].offset) for records in slices]  # Step 3
+            chosen, rest = take_records(pending, records_per_transaction(plan))
+            to_commit = offsets_for(offsets_to_commit, committed, rest)
             if not to_commit:
-                stats["outcome"] = "skipped_replay"
-                stats["records_skipped"] = stats["records_in"]
+                if not transactions:
+                    stats["outcome"] = "skipped_replay"
                 break
             phase, phase_started = "produce", time.perf_counter()
-            pending = [(records, committed[records.partition].offset) for records in slices]
-            results = [_process(plan, records, keep_from) for records, keep_from in pending]
+            results = [_process(plan, records, keep_from) for records, keep_from in chosen]
             identity = transaction_identity(next(iter(to_commit))[1] if plan.txn_scope == "partition" else None,
                                             plan.batch_id)
             txn_headers = _transaction_headers(plan, identity, results)
+            token = new_commit_token()
+            tag = offset_tag(plan.txn_scope, plan.input_partitions, token)
             producer.begin_transaction()                                              # Step 4
             begun = time.perf_counter()
             timings["produce"] += begun - phase_started
             if plan.pre_register:
                 phase, phase_started = "register", begun
-                dead_keys = [record_key for (records, keep_from), kept in zip(pending, results)
+                dead_keys = [record_key for (records, keep_from), kept in zip(chosen, results)
                              for record_key, result in zip(_kept_keys(records, keep_from), kept) if result is POISON]
                 stats["register_round_trips"] += producer.pre_register(
-                    plan.output_topic, to_commit, scope_tag(plan.txn_scope),
-                    dead_letter=(plan.dead_letter_topic, dead_keys))
+                    plan.output_topic, to_commit, tag, dead_letter=(plan.dead_letter_topic, dead_keys))
                 timings["register"] += time.perf_counter() - phase_started
             phase, phase_started = "produce", time.perf_counter()
             stats["first_send_after_begin_s"] = phase_started - begun
-            out = dead = skipped = 0
+            out = dead = 0
             kept_ts: list[int] = []
-            for (records, keep_from), kept in zip(pending, results):
+            for (records, keep_from), kept in zip(chosen, results):
+                attempted += len(kept)
                 o, d, ts = _produce_slice(producer, plan, records, keep_from, kept, txn_headers)
                 out, dead = out + o, dead + d
                 kept_ts.extend(ts)
-                skipped += len(records) - o - d
             undelivered = producer.flush(FLUSH_TIMEOUT_S)
             if undelivered:  # a producer stuck after a broker restart: replace it (Step 5, indefinite)
                 raise kafka.KafkaException(kafka.KafkaError(
                     kafka.KafkaError._TIMED_OUT, f"{undelivered} records undelivered after {FLUSH_TIMEOUT_S:g} s"))
-            timings["produce"] += time.perf_counter() - phase_started
-            phase, phase_started = "send_offsets", time.perf_counter()
-            tag = scope_tag(plan.txn_scope)
-            _send_offsets(producer, key, [kafka.TopicPartition(t, p, end, metadata=tag)
-                                          for (t, p), end in to_commit.items()], plan.group_metadata)
+            flushed = time.perf_counter()
+            timings["produce"] += flushed - phase_started
+            _learn_rate(plan, attempted, flushed - begun, overran=flushed - begun > produce_budget_s(plan))
+            phase, phase_started = "send_offsets", flushed
+            _send_offsets(producer, key, [kafka.TopicPartition(t, p, offset, metadata=tag)
+                                          for (t, p), offset in to_commit.items()], plan.group_metadata)
             timings["send_offsets"] += time.perf_counter() - phase_started
             _maybe_fault(plan, "fail-task-before-commit", next(iter(offsets_to_commit))[1])
             phase, phase_started = "commit", time.perf_counter()
-            unsure = _Attempt(to_commit, out, dead, skipped, kept_ts)
+            unsure = _Attempt(to_commit, token, identity, out, dead, kept_ts, whole=not rest)
             producer.commit_transaction(60)
             commit_ms = time.time() * 1000.0
             timings["commit"] += time.perf_counter() - phase_started
-            stats.update(records_out=out, records_dead_lettered=dead, records_skipped=skipped,
-                         committed_partitions=[p for _, p in to_commit])
-            if out or dead:  # the moment commit_transaction returned, for visibility latency
-                stats.update(txn=identity.decode(), committed_at_s=commit_ms / 1000.0)
-            latencies = commit_ms - np.asarray(kept_ts, dtype=np.float64)
-            break
+            done, unsure = unsure, None
+            _count_commit(stats, done, latencies, returned_ms=commit_ms)
+            transactions, attempt = transactions + 1, 0
+            if done.whole:
+                break
         except Exception as exc:                                                      # Step 5
             kind, failed_after = _classify(exc), time.perf_counter() - attempt_started
             if phase != "init":  # Step 1 counts its own time, and only when it succeeds
                 timings[phase] += time.perf_counter() - phase_started
+            if begun is not None and time.perf_counter() - begun > produce_budget_s(plan):
+                _learn_rate(plan, attempted, time.perf_counter() - begun, overran=True)
             # Spark runs a partition's task on whichever Python worker is free, so a cached producer
             # is routinely found fenced by its successor on another worker at once: that is not news.
             SINK_LOG.log(logging.INFO if kind == "fenced" and failed_after < 1.0 else logging.WARNING,
                          "%s: attempt %d of %d failed in %s after %.1f s (%s): %s", txn_id, attempt + 1,
                          plan.max_retries + 1, phase, failed_after, kind or "not Kafka's, failing the task", exc)
+            attempt += 1
+            stats["retries"] += 1
             if kind is None:
                 _drop_producer(key)  # never leave a worker with a producer inside a transaction
                 raise
@@ -448,10 +561,13 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
         except BaseException:
             _drop_producer(key)
             raise
+    stats["transactions"] = transactions
+    if stats["outcome"] == "skipped_replay":
+        stats["records_skipped"] = stats["records_in"]
     else:
-        raise SinkTaskFailed(f"{txn_id}: no commit after {plan.max_retries + 1} attempts")
+        stats["records_skipped"] = stats["records_in"] - stats["records_out"] - stats["records_dead_lettered"]
     stats.update({f"phase_{phase}_s": seconds for phase, seconds in timings.items()})
-    stats["latency_counts"] = latency_histogram(latencies).tolist()
+    stats["latency_counts"] = latency_histogram(np.concatenate(latencies) if latencies else np.empty(0)).tolist()
     return stats
 
 
@@ -496,8 +612,8 @@ def _check_replay_has_its_offsets(plan: TaskPlan, topic: str, committed: dict[in
             f"batch {plan.batch_id} is run again after a restart, but group {plan.app_id!r} has offset"
             f" {committed[p].offset} for {topic}[{p}], below the batch's start {plan.start_offsets[p]}: it expired"
             " (offsets.retention.minutes) or was deleted, and the sink cannot tell which of the batch's records it"
-            f" already wrote. Restore it (kafka-consumer-groups --reset-offsets --group {plan.app_id} --topic"
-            f" {topic}:{p} --to-offset <the offset after the last one delivered> --execute) and restart")
+            " already wrote. Delete the query's checkpoint and start with --starting-offsets output, which resumes"
+            " each partition after the last record the output and dead-letter topics hold from it")
 
 
 # ----------------------------------------------------------------------------- partition scope

@@ -13,14 +13,15 @@ import numpy as np
 # Upper bounds in milliseconds: 1 ms * 1.05^k up to about 28 hours.
 LATENCY_BOUNDS_MS = np.concatenate(([0.0], 1.05 ** np.arange(0, 350)))
 PHASES = ("init", "register", "produce", "send_offsets", "commit")
-OUTCOMES = ("committed", "aborted", "skipped_replay", "fenced")
+# idle: a partition with no new offsets whose group offset is already at the batch end (no transaction).
+OUTCOMES = ("committed", "aborted", "skipped_replay", "fenced", "idle")
 
 # One row per sink task: (name, Spark DDL type). Built by hand for the executors, which have no
 # JVM to parse a DDL string with.
 STATS_FIELDS: tuple[tuple[str, str], ...] = (
     ("topic", "string"), ("partition", "int"), ("end_offset", "bigint"), ("records_in", "bigint"),
     ("records_out", "bigint"), ("records_dead_lettered", "bigint"), ("records_skipped", "bigint"),
-    ("outcome", "string"), ("retries", "int"), ("fenced", "int"), ("aborted", "int"),
+    ("outcome", "string"), ("transactions", "int"), ("retries", "int"), ("fenced", "int"), ("aborted", "int"),
     *((f"phase_{phase}_s", "double") for phase in PHASES),
     ("register_round_trips", "int"), ("first_send_after_begin_s", "double"),
     ("latency_counts", "array<bigint>"),
@@ -91,7 +92,9 @@ class BatchStats:
         self.records_skipped += row["records_skipped"]
         self.retries += row["retries"]
         self.fenced += row["fenced"]
-        self.outcomes[row["outcome"]] = self.outcomes.get(row["outcome"], 0) + 1
+        # A task whose slice outgrew one transaction committed several (sink_task.records_per_transaction).
+        counted = row.get("transactions", 1) if row["outcome"] == "committed" else 1
+        self.outcomes[row["outcome"]] = self.outcomes.get(row["outcome"], 0) + counted
         self.outcomes["fenced"] += row["fenced"]
         self.outcomes["aborted"] += row["aborted"]
         for phase in PHASES:

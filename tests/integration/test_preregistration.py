@@ -15,7 +15,7 @@ from eosbench.local.kafka_admin import create_topic
 
 from streaming.sink_task import _PRODUCERS, TaskPlan, _drop_producer, producer_key, run_transaction
 from streaming.process import arrow_columns
-from streaming.sink_group import CommittedOffset, read_committed_offsets
+from streaming.sink_group import read_committed_offsets
 from streaming.verify import stable_and_end_offsets
 from tests.integration.kafka_reads import read_all
 from tests.integration.produce_helpers import commit_keys, produce
@@ -96,7 +96,7 @@ def test_partitions_and_group_are_registered_before_the_first_produce_request(bo
     assert sorted(int(k) for k in read_all(bootstrap, sink)) == list(range(400))
     assert sorted(int(k) for k in read_all(bootstrap, f"{sink}.dlq")) == [90_000, 90_001, 90_002]
     reader = Consumer({"bootstrap.servers": bootstrap, "group.id": plan.app_id, "isolation.level": "read_committed"})
-    assert read_committed_offsets(reader, source, [0], plan.app_id) == {0: CommittedOffset(end, "partition")}, \
+    assert [(c.offset, c.scope) for c in read_committed_offsets(reader, source, [0], plan.app_id).values()] == [(end, "partition")], \
         "kafka-python's TxnOffsetCommit carries the scope"
     reader.close()
 
@@ -132,5 +132,5 @@ def test_the_kafka_python_sink_without_pre_registration_registers_lazily_and_com
     assert stats["register_round_trips"] == 0
     assert sorted(int(k) for k in read_all(bootstrap, sink)) == list(range(200))
     reader = Consumer({"bootstrap.servers": bootstrap, "group.id": plan.app_id, "isolation.level": "read_committed"})
-    assert read_committed_offsets(reader, source, [0], plan.app_id) == {0: CommittedOffset(end, "partition")}
+    assert [(c.offset, c.scope) for c in read_committed_offsets(reader, source, [0], plan.app_id).values()] == [(end, "partition")]
     reader.close()

@@ -247,6 +247,7 @@ def _an_aborted_input_offset(bootstrap: str, topic: str) -> tuple[int, int]:
 
 
 def test_a_split_or_a_shuffle_before_the_sink_is_refused_before_anything_is_written(bootstrap, spark, pipeline):
+    from streaming.checkpoint import CheckpointLog
     from streaming.eos_sink import SinkPreconditionError, TransactionalSink
     from streaming.reader import read_topic
 
@@ -256,7 +257,7 @@ def test_a_split_or_a_shuffle_before_the_sink_is_refused_before_anything_is_writ
     ends = {str(p): end for p, (_, end) in __import__("streaming.verify", fromlist=["x"])
             .stable_and_end_offsets(bootstrap, settings.input_topic).items()}
     (offsets / "0").write_text('v1\n{}\n' + json.dumps({settings.input_topic: ends}) + "\n")
-    sink = TransactionalSink(settings, spark)
+    sink = TransactionalSink(settings, spark, CheckpointLog(spark, settings.checkpoint_uri))
     batch = read_topic(spark, bootstrap, settings.input_topic)
     with pytest.raises(SinkPreconditionError, match="has 5 Spark partitions for 3 Kafka partitions"):
         sink(batch.repartition(5), 0)

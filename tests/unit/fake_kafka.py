@@ -112,7 +112,8 @@ class FakeCluster:
     and offset readers over one in-memory store of a group's committed offsets (with metadata).
 
     `commit_faults` lists what the next commits do: "timeout-after-landing" commits and then raises
-    a timeout, as a commit whose response was lost does; "fenced" raises a fenced error instead.
+    a timeout, as a commit whose response was lost does; "timeout-before-landing" raises the same
+    timeout without committing; "fenced" raises a fenced error instead.
     """
 
     def __init__(self, bootstrap: str = "fake:9092"):
@@ -124,6 +125,7 @@ class FakeCluster:
         self.group: dict[tuple[str, int], tuple[int, str]] = {}  # (topic, partition) -> (offset, metadata)
         self.read_errors: list[int | None] = []  # what the next committed() reads report for every partition
         self.commit_faults: list[str] = []
+        self.written: list[tuple[str, bytes]] = []  # (topic, key) of every committed record, in commit order
         self.producers: list[FakeTransactionalProducer] = []
         self.consumers: list[FakeOffsetReader] = []
 
@@ -186,8 +188,11 @@ class FakeTransactionalProducer:
         error = self.cluster.KafkaError
         if fault == "fenced":
             raise self.cluster.KafkaException(error(error._FENCED, "fenced by a newer instance", fatal=True))
+        if fault == "timeout-before-landing":
+            raise self.cluster.KafkaException(error(error._TIMED_OUT, "EndTxn not answered"))
         for tp in self.offsets:
             self.cluster.group[(tp.topic, tp.partition)] = (tp.offset, tp.metadata or "")
+        self.cluster.written.extend(self.records)
         self.commits += 1
         if fault == "timeout-after-landing":
             raise self.cluster.KafkaException(error(error._TIMED_OUT, "EndTxn response lost"))

@@ -104,7 +104,7 @@ def run_one_transaction(monkeypatch, producers: list[TransactionalProducer]) -> 
         sink_task._PRODUCERS.setdefault(key, producers.pop(0))
         return sink_task._PRODUCERS[key]
     monkeypatch.setattr(sink_task, "_producer", next_producer)
-    monkeypatch.setattr(sink_task, "_committed_offsets",
+    monkeypatch.setattr(sink_task, "group_offsets_of",
                         lambda plan, topic, partitions: {p: CommittedOffset(-1, None) for p in partitions})
     plan = sink_task.TaskPlan(app_id="app", output_topic="out", dead_letter_topic="out.dlq", process="passthrough",
                              producer_config={}, group_metadata="group", end_offsets={0: 10}, max_retries=2,

@@ -5,6 +5,7 @@ read, and clients kept per cluster. Exactly-once itself is proven on the real br
 
 from __future__ import annotations
 
+import re
 import time
 from types import SimpleNamespace
 
@@ -119,9 +120,10 @@ def test_step_2_refuses_offsets_the_other_scope_committed_before_any_commit(clus
     assert sum(p.commits for p in cluster.producers) == 0
 
 
-def test_every_commit_names_its_scope(cluster):
-    sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
-    assert cluster.group[("in", 0)] == (10, "eosbench txn-scope=partition")
+def test_every_commit_names_its_scope_the_inputs_partition_count_and_its_attempt(cluster):
+    sink_task.run_transaction(plan_for(input_partitions=3), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    offset, metadata = cluster.group[("in", 0)]
+    assert offset == 10 and re.fullmatch(r"eosbench txn-scope=partition;partitions=3;token=[0-9a-f]{16};", metadata)
 
 
 def test_a_landed_commit_is_recognised_even_after_a_failed_attempt_between(cluster, monkeypatch):

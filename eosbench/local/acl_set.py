@@ -12,8 +12,9 @@ StandardAuthorizer); nothing else is granted:
   so InitProducerId, AddPartitionsToTxn, Produce and EndTxn; a transactional producer needs no
   IDEMPOTENT_WRITE on the cluster).
 - WRITE on the output and dead-letter topics: the sink's Produce and AddPartitionsToTxn. The
-  dead-letter topic must be visible even when no record is poisoned: `stream` creates it when the
-  principal cannot see it, and creating is a right it does not hold.
+  dead-letter topic must exist and be visible even when no record is poisoned: `stream` refuses
+  to start without it, since creating it is a right the principal does not hold. `eosbench acls
+  --apply` (an admin) creates it, shaped like the output, along with the ACLs.
 - READ on the output and dead-letter topics: verify.
 - READ on group `<app-id>`: the sink's AddOffsetsToTxn and TxnOffsetCommit, and the OffsetFetch of
   Step 2 and `verify --app-id` (which need DESCRIBE, implied by READ).
@@ -108,6 +109,26 @@ def pipeline_acls(access: PipelineAccess) -> list[Acl]:
     ]
     unique = {acl: None for acl in acls}  # a dead-letter topic named like the input, say, is granted once
     return sorted(unique)
+
+
+def client_principal(security: dict[str, str]) -> str:
+    """The principal a client with these librdkafka security settings is known by (User:NAME where they do not tell)."""
+    if "sasl.username" in security:
+        return f"User:{security['sasl.username']}"
+    if security.get("security.protocol", "PLAINTEXT").upper() == "PLAINTEXT":
+        return "User:ANONYMOUS"
+    return "User:NAME"  # a certificate's distinguished name, as the broker's principal builder maps it
+
+
+def apply_command(access: PipelineAccess, admin_config: str = "ADMIN.properties") -> str:
+    """The `eosbench acls … --apply` line an admin runs to grant this pipeline's set and create its dead-letter topic."""
+    words = ["eosbench acls", "--app-id", access.app_id, "--principal", access.principal, "--input-topic",
+             access.input_topic, "--output-topic", access.output_topic]
+    if access.dead_letter_topic:
+        words += ["--dead-letter-topic", access.dead_letter_topic]
+    if access.producer_transactional_id:
+        words += ["--producer-transactional-id", access.producer_transactional_id]
+    return " ".join(words + ["--apply", "--command-config", admin_config])
 
 
 def render_acls(acls: Iterable[Acl], heading: str = "Current") -> str:

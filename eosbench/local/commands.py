@@ -146,12 +146,13 @@ def add_acls_parser(commands) -> None:
                       help="the input filler's --transactional-id (default: the prefix performance-producer-,"
                            " under which `eosbench produce` names its own)")
     acls.add_argument("--apply", action="store_true",
-                      help="create them through the admin client (as the --command-config principal), then list"
-                           " the principal's ACLs as the cluster holds them")
+                      help="create them through the admin client (as the --command-config principal), and the"
+                           " dead-letter topic if it is missing (shaped like the output), then list the principal's"
+                           " ACLs as the cluster holds them")
 
 
 def cmd_acls(args: argparse.Namespace) -> int:
-    """Handle `eosbench acls`: print the set; with --apply create it and print what the cluster then holds."""
+    """Handle `eosbench acls`: print the set; with --apply create it (and a missing dead-letter topic), print what is held."""
     from eosbench.local.acl_set import PipelineAccess, pipeline_acls, render_acls
 
     try:
@@ -163,9 +164,14 @@ def cmd_acls(args: argparse.Namespace) -> int:
     if not args.apply:
         print(render_acls(wanted, heading="Required"), end="")
         return 0
-    from eosbench.local.kafka_admin import create_acls, principal_acls
+    from eosbench.local.kafka_admin import create_acls, create_dead_letter_topic, principal_acls
 
     cluster = kafka_connection(args)
+    # The pipeline's principal may not create topics, and `stream` needs the dead-letter topic even
+    # when no record is poisoned.
+    made = create_dead_letter_topic(cluster, access.output_topic, access.dead_letter)
+    if made:
+        print(f"created topic {access.dead_letter} ({made[0]} partitions, replication factor {made[1]})")
     print(render_acls(wanted, heading="Adding"), end="")
     create_acls(cluster, wanted)
     held = principal_acls(cluster, access.principal)

@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
+from conf.failures import authorization_failure
 from eosbench.console.errors import BadInput, EnvironmentProblem, kafka_security_failure
 
 
@@ -121,8 +122,24 @@ def create_topic(bootstrap: str | Connection, name: str, partitions: int, replic
         error = exc.args[0]
         if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
             raise BadInput(f"topic {name!r} already exists") from exc
-        raise BadInput(f"cannot create topic {name!r}: {_reason(exc)}") from exc
+        # A principal without CREATE is the environment's doing, not the input's (exit 3).
+        raise authorization_failure(exc, name) or BadInput(f"cannot create topic {name!r}: {_reason(exc)}") from exc
     _wait_for_leaders(bootstrap, name, partitions)
+
+
+def create_dead_letter_topic(bootstrap: str | Connection, output_topic: str, dead_letter: str) -> tuple[int, int] | None:
+    """Create the dead-letter topic shaped like the output unless the principal sees it; (partitions, replication) if made.
+
+    Like the output, so that dead letters spread as the output does: the output's partition count,
+    and its replication factor, capped by the brokers registered now.
+    """
+    metadata = cluster_metadata(bootstrap)
+    if dead_letter in metadata.topics:
+        return None
+    output = describe_topic(bootstrap, output_topic)
+    replication = min(max(len(replicas) for _, replicas, _ in output.partitions.values()), len(metadata.brokers))
+    create_topic(bootstrap, dead_letter, len(output.partitions), replication)
+    return len(output.partitions), replication
 
 
 def _wait_for_leaders(bootstrap: str | Connection, name: str, partitions: int, timeout_s: float = 30.0) -> None:

@@ -9,8 +9,10 @@ from pathlib import Path
 
 from conf.metrics_endpoint import add_metrics_tls_arguments, metrics_url
 from conf.settings import DEFAULT_BOOTSTRAP, linger_for_final_scrape, parse_kv_pairs
+from conf.stream_settings import StreamSettings
 from eosbench.console.arguments import bootstrap_flag, kafka_connection, positive_int, renamed_flag
-from eosbench.console.errors import EXIT_CHECK_FAILED, BadInput
+from eosbench.console.errors import EXIT_CHECK_FAILED, BadInput, EnvironmentProblem
+from streaming.process import TRANSFORMS
 
 
 def add_produce_parser(commands) -> None:
@@ -118,7 +120,7 @@ def add_stream_parser(commands) -> None:
 def cmd_stream(args: argparse.Namespace) -> int:
     """Handle `eosbench stream`: the streaming job with cached jars, on a local master or a cluster's."""
     from eosbench.local.executor_env import cluster_spark_conf
-    from eosbench.local.kafka_admin import cluster_metadata, create_topic, describe_topic
+    from eosbench.local.kafka_admin import describe_topic
     from eosbench.local.spark import spark_session
     from streaming import job
 
@@ -126,9 +128,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
     spark_conf = parse_kv_pairs(args.conf)
     describe_topic(settings.connection, settings.input_topic)
     describe_topic(settings.connection, settings.output_topic)
-    metadata = cluster_metadata(settings.connection)
-    if settings.sink != "delta" and settings.dead_letter not in metadata.topics:
-        create_topic(settings.connection, settings.dead_letter, 1, min(3, len(metadata.brokers)))
+    if settings.sink != "delta":
+        _dead_letter_topic_or_refusal(settings)
     # The executors of a cluster run the packed environment, as under `eosbench package`'s line.
     spark_conf = cluster_spark_conf(args.master, spark_conf)
     spark = spark_session(f"eosbench-stream-{settings.app_id}", master=args.master, conf=spark_conf)
@@ -141,6 +142,24 @@ def cmd_stream(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dead_letter_topic_or_refusal(settings) -> None:
+    """Create the stream's dead-letter topic if the principal cannot see it; if it may not create it either,
+    refuse in one line that names the admin's command (which creates it with the pipeline's ACLs)."""
+    from conf.failures import AuthorizationFailure
+    from eosbench.local.acl_set import PipelineAccess, apply_command, client_principal
+    from eosbench.local.kafka_admin import create_dead_letter_topic
+
+    try:
+        create_dead_letter_topic(settings.connection, settings.output_topic, settings.dead_letter)
+    except AuthorizationFailure as exc:
+        principal = client_principal(dict(settings.connection.security))
+        access = PipelineAccess(settings.app_id, principal, settings.input_topic, settings.output_topic,
+                                settings.dead_letter_topic)
+        raise EnvironmentProblem(
+            f"dead-letter topic {settings.dead_letter!r} is missing (or hidden from {principal}), and {principal} may"
+            f" not create it; an admin creates it with the pipeline's ACLs: `{apply_command(access)}`") from exc
+
+
 def add_verify_parser(commands) -> None:
     """`eosbench verify`."""
     verify = commands.add_parser("verify", parents=[bootstrap_flag()],
@@ -149,7 +168,11 @@ def add_verify_parser(commands) -> None:
     verify.add_argument("--output-topic", required=True, help="the pipeline's output, read read_committed")
     verify.add_argument("--app-id", help="also check that this sink group's offsets reached the input's end"
                                          " (default: not checked)")
-    verify.add_argument("--dead-letter-topic", help="dead-lettered records count as delivered (default: <output>.dlq)")
+    verify.add_argument("--dead-letter-topic", help="dead-lettered records count as delivered, if process refuses"
+                                                    " their input (default: <output>.dlq)")
+    verify.add_argument("--process", choices=tuple(TRANSFORMS), default=StreamSettings.model_fields["process"].default,
+                        help="the transform the stream ran (its --process): each output value must be what it makes"
+                             " of the input's")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -162,7 +185,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     describe_topic(bootstrap, args.output_topic)
     report = verify(bootstrap, args.input_topic, args.output_topic, args.app_id,
                     args.dead_letter_topic or f"{args.output_topic}.dlq",
-                    topic_exists=lambda name: name in cluster_metadata(bootstrap).topics)
+                    topic_exists=lambda name: name in cluster_metadata(bootstrap).topics, process=args.process)
     print(report.to_json())
     if not report.ok:
         print(f"eosbench: verify failed: {'; '.join(report.violations)}", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eosbench.local.acl_set import Acl, PipelineAccess, pipeline_acls, render_acls
+from eosbench.local.acl_set import Acl, PipelineAccess, apply_command, client_principal, pipeline_acls, render_acls
 
 
 def _rows(acls: list[Acl]) -> list[tuple[str, str, str, str]]:
@@ -57,3 +57,21 @@ def test_the_rendering_reads_like_kafka_acls_list():
         "Current ACLs for resource `ResourcePattern(resourceType=TRANSACTIONAL_ID, name=app., patternType=PREFIXED)`: \n"
         " \t(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW) \n")
     assert render_acls(acls, heading="Required").startswith("Required ACLs for resource `ResourcePattern(resourceType=GROUP")
+
+
+def test_the_admin_command_names_the_pipeline_and_only_the_flags_that_differ_from_their_defaults():
+    assert apply_command(PipelineAccess("app", "User:alice", "in", "out")) == (
+        "eosbench acls --app-id app --principal User:alice --input-topic in --output-topic out"
+        " --apply --command-config ADMIN.properties")
+    named = PipelineAccess("app", "User:alice", "in", "out", dead_letter_topic="dead", producer_transactional_id="f")
+    assert apply_command(named, "admin.properties").endswith(
+        "--dead-letter-topic dead --producer-transactional-id f --apply --command-config admin.properties")
+
+
+@pytest.mark.parametrize("security,principal", [
+    ({"security.protocol": "SASL_SSL", "sasl.username": "alice"}, "User:alice"),
+    ({}, "User:ANONYMOUS"),
+    ({"security.protocol": "SSL"}, "User:NAME"),
+])
+def test_the_client_principal_is_read_from_its_settings_where_they_tell(security, principal):
+    assert client_principal(security) == principal

@@ -1,15 +1,23 @@
 """Least privilege, proven on the secured broker: the pipeline runs on exactly `eosbench acls`' set, and not on less.
 
-A SCRAM user holding only the printed ACLs fills the input (transactions, a third aborted),
-streams it through the transactional sink (poison records included, so the dead-letter topic is
-written) and verifies it, as one exact multiset. Then each ACL is taken away in turn, from a
-pipeline of its own, and the smallest command that needs it stops with one line naming the missing
-permission, exit 3; what was committed still verifies (as the admin).
+The documented walk-through runs as written, from a shell: an admin creates the input and output
+and runs `acls --apply` (which creates the dead-letter topic too), then a fresh user produces,
+streams and verifies. A SCRAM user holding only the printed ACLs fills the input (transactions, a
+third aborted), streams it through the transactional sink (poison records included, so the
+dead-letter topic is written) and verifies it, as one exact multiset. A stream whose dead-letter
+topic is missing, and whose user may not create it, is refused in one line naming the admin's
+command. Then each ACL is taken away in turn, from a pipeline of its own, and the smallest command
+that needs it stops with one line naming the missing permission, exit 3; what was committed still
+verifies (as the admin).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import subprocess
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +28,12 @@ from conf.client_config import Connection
 from conf.failures import ACLS_HINT
 from eosbench.cli import main
 from eosbench.local.acl_set import Acl, PipelineAccess, pipeline_acls, render_acls
-from eosbench.local.kafka_admin import create_acls, create_topic, delete_acls
+from eosbench.local.kafka_admin import (cluster_metadata, create_acls, create_dead_letter_topic, create_topic,
+                                        delete_acls, describe_topic, principal_acls)
 from streaming.process import POISON_PREFIX
 from streaming.verify import verify
 
+REPO = Path(__file__).resolve().parents[2]
 USER = "lp-user"
 PASSWORD = "lp-" + uuid.uuid4().hex  # unique per run, so that the secrets test can grep for it
 PRINCIPAL = f"User:{USER}"
@@ -68,6 +78,13 @@ class Pipeline:
                         self.access.output_topic, "--app-id", self.access.app_id, "--checkpoint", str(checkpoint),
                         "--offsets-retention-minutes", "10080", config=config)
 
+    def apply_acls(self, capsys, config: Path) -> tuple[int, str, str]:
+        """`eosbench acls --apply` for this pipeline's principal."""
+        a = self.access
+        return self.run(capsys, "acls", "--app-id", a.app_id, "--principal", a.principal, "--input-topic",
+                        a.input_topic, "--output-topic", a.output_topic, "--producer-transactional-id",
+                        a.producer_transactional_id, "--apply", config=config)
+
     def verify(self, capsys, config: Path) -> tuple[int, str, str]:
         """`eosbench verify --app-id`."""
         return self.run(capsys, "verify", "--input-topic", self.access.input_topic, "--output-topic",
@@ -90,35 +107,100 @@ def payloads(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def new_pipeline(secured_cluster, admin_properties, user_properties, payloads):
-    """Make a pipeline of fresh topics and app id, and grant the user its ACL set minus `without`."""
+    """Make a pipeline of fresh topics and app id: the admin creates its input and output, then (with
+    `applied`) does what `acls --apply` does: creates the dead-letter topic and grants the ACL set minus `without`."""
 
-    def make(partitions: int = 1, without: Acl | None = None) -> Pipeline:
+    def make(partitions: int = 1, without: Acl | None = None, applied: bool = True) -> Pipeline:
         tag = uuid.uuid4().hex[:8]
         access = PipelineAccess(app_id=f"lp-{tag}", principal=PRINCIPAL, input_topic=f"lp-in-{tag}",
                                 output_topic=f"lp-out-{tag}", producer_transactional_id=f"lp-fill-{tag}")
         admin = secured_cluster.connection
-        for topic, count in ((access.input_topic, partitions), (access.output_topic, 2), (access.dead_letter, 1)):
+        for topic, count in ((access.input_topic, partitions), (access.output_topic, 2)):
             create_topic(admin, topic, count, 1)
-        create_acls(admin, [acl for acl in pipeline_acls(access) if acl != without])
+        if applied:
+            create_dead_letter_topic(admin, access.output_topic, access.dead_letter)
+            create_acls(admin, [acl for acl in pipeline_acls(access) if acl != without])
         return Pipeline(access, admin, payloads)
 
     return make
 
 
-def test_acls_apply_creates_exactly_the_printed_set(new_pipeline, capsys, admin_properties):
-    pipeline = new_pipeline()
+def test_acls_apply_creates_the_dead_letter_topic_and_exactly_the_printed_set(new_pipeline, capsys, admin_properties):
+    pipeline = new_pipeline(applied=False)
     a = pipeline.access
-    delete_acls(pipeline.admin, pipeline.acls)
-    code, out, err = pipeline.run(capsys, "acls", "--app-id", a.app_id, "--principal", PRINCIPAL, "--input-topic",
-                                  a.input_topic, "--output-topic", a.output_topic, "--producer-transactional-id",
-                                  a.producer_transactional_id, "--apply", config=admin_properties)
+    code, out, err = pipeline.apply_acls(capsys, admin_properties)
     assert (code, err) == (0, "")
-    adding, current = out.split("Current ACLs", 1)
+    created, adding, current = re.fullmatch(r"(.*?\n)(Adding ACLs.*?)(Current ACLs.*)", out, re.DOTALL).groups()
+    # Shaped like the output: its two partitions, its replication factor (1, of one broker).
+    assert created == f"created topic {a.dead_letter} (2 partitions, replication factor 1)\n"
+    assert len(describe_topic(pipeline.admin, a.dead_letter).partitions) == 2
     assert adding == render_acls(pipeline.acls, heading="Adding")
     # The user holds the ACLs of the other tests' pipelines too: this pipeline's are exactly the set.
-    held = [block for block in ("Current ACLs" + current).split("\n\n") if f"lp-{a.app_id[3:]}" in block
+    held = [block for block in current.split("\n\n") if f"lp-{a.app_id[3:]}" in block
             or a.input_topic in block or a.output_topic in block or a.producer_transactional_id in block]
     assert "\n\n".join(held).rstrip("\n") + "\n" == render_acls(pipeline.acls)
+
+
+def test_acls_apply_leaves_an_existing_dead_letter_topic_as_it_is(new_pipeline, capsys, admin_properties):
+    pipeline = new_pipeline()
+    code, out, err = pipeline.apply_acls(capsys, admin_properties)
+    assert (code, err) == (0, "")
+    assert out.startswith("Adding ACLs")
+    assert len(describe_topic(pipeline.admin, pipeline.access.dead_letter).partitions) == 2
+
+
+def walk_through() -> tuple[Path, str]:
+    """The least-privilege walk-through's bash block, from whichever page holds it (README.md or docs/), as written."""
+    for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
+        for block in re.findall(r"```bash\n(.*?)```", page.read_text(), re.DOTALL):
+            if "eosbench acls" in block and "--apply" in block and "eosbench stream" in block:
+                return page, block
+    raise AssertionError("no bash block in README.md or docs/ runs acls --apply and then stream")
+
+
+def test_the_documented_walk_through_runs_as_written(secured_cluster, admin_properties, tmp_path):
+    page, block = walk_through()
+    joined = block.replace("\\\n", " ")  # continuation lines, as bash reads them
+    commands = [line for line in joined.splitlines() if line.startswith("eosbench ")]
+    admin_steps = [line.split()[1] for line in commands if "admin.properties" in line]
+    user_steps = [line.split()[1] for line in commands if "admin.properties" not in line]
+    # The admin creates the input and output only (`acls --apply` makes the dead-letter topic); the user runs the rest.
+    assert admin_steps == ["topics", "topics", "acls"] and ".dlq" not in block, page
+    assert user_steps == ["produce", "stream", "verify"], page
+    principal = re.search(r"--principal (User:(\S+))", block)
+    user_config = re.search(r"eosbench produce .*--command-config (\S+)", joined)[1]
+    shutil.copy(admin_properties, tmp_path / "admin.properties")
+    shutil.copy(secured_cluster.add_scram_user(principal[2], "wt-" + uuid.uuid4().hex), tmp_path / user_config)
+    environment = {name: os.environ[name] for name in ("HOME", "USER", "LANG", "TMPDIR", "JAVA_HOME", "EOSBENCH_HOME")
+                   if name in os.environ}
+    environment["PATH"] = os.pathsep.join([str(REPO / ".venv" / "bin"), os.environ["PATH"]])
+    completed = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=tmp_path, env=environment,
+                               capture_output=True, text=True, timeout=900)
+    assert completed.returncode == 0, f"{page}:\n{completed.stderr[-3000:]}"
+    flags = dict(re.findall(r"--(input-topic|output-topic|app-id) (\S+)", block))
+    held = principal_acls(secured_cluster.connection, principal[1])
+    assert held == pipeline_acls(PipelineAccess(flags["app-id"], principal[1], flags["input-topic"],
+                                                flags["output-topic"]))
+    topics = cluster_metadata(secured_cluster.connection).topics
+    assert len(topics[f"{flags['output-topic']}.dlq"].partitions) == len(topics[flags["output-topic"]].partitions)
+    report = verify(secured_cluster.connection, flags["input-topic"], flags["output-topic"], flags["app-id"],
+                    f"{flags['output-topic']}.dlq")
+    assert report.ok and report.input_committed > 0, report.violations
+    assert report.output_committed + report.dead_lettered == report.input_committed
+
+
+def test_a_stream_whose_dead_letter_topic_is_missing_is_refused_with_the_admin_command(new_pipeline, capsys,
+                                                                                      user_properties, tmp_path):
+    pipeline = new_pipeline(applied=False)
+    a = pipeline.access
+    create_acls(pipeline.admin, pipeline.acls)  # every ACL, granted by hand: no dead-letter topic was made
+    code, out, err = pipeline.stream(capsys, user_properties, tmp_path / "checkpoint")
+    assert (code, err) == (3, (
+        f"eosbench: error: dead-letter topic '{a.dead_letter}' is missing (or hidden from {PRINCIPAL}), and {PRINCIPAL}"
+        f" may not create it; an admin creates it with the pipeline's ACLs: `eosbench acls --app-id {a.app_id}"
+        f" --principal {PRINCIPAL} --input-topic {a.input_topic} --output-topic {a.output_topic} --apply"
+        " --command-config ADMIN.properties`\n")), out
+    assert a.dead_letter not in cluster_metadata(pipeline.admin).topics
 
 
 def test_the_whole_pipeline_runs_on_exactly_these_acls(new_pipeline, capsys, user_properties, tmp_path):

@@ -32,8 +32,9 @@ from streaming.sink_group import (
     check_scope,
     read_committed_offsets,
 )
-from streaming.sink_task import (KEEP_COMMITTED, SINK_LOG, ExactlyOnceViolation, TaskPlan, group_offsets_of,
-                                 partition_task, run_transaction, transactional_id)
+from streaming.sink_clients import group_offsets_of
+from streaming.sink_task import SINK_LOG, partition_task, run_transaction
+from streaming.task_plan import KEEP_COMMITTED, ExactlyOnceViolation, TaskPlan, transactional_id
 from streaming.starting_offsets import first_batch_written_again
 from streaming.stats import STATS_SCHEMA, BatchStats
 

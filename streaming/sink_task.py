@@ -27,38 +27,32 @@ partition: the driver counts them before any task starts, and each task checks, 
 that Spark planned it the partition's whole range. Between batches the driver re-commits the
 offsets of partitions no batch committed lately, so that none expires (`OffsetKeeper`).
 
-This module holds what runs in the tasks (and in the driver's own transactions): the TaskPlan
-shipped to them, the producer cache, one transaction (`run_transaction`), the partition-scope
-task and its guards. The driver side, which plans batches and runs the tasks, is
+This module holds what runs in the tasks (and in the driver's own transactions): one
+transaction (`run_transaction`), the partition-scope task and its guards. Beside it:
+`streaming/task_plan.py`, the TaskPlan shipped to the tasks; `streaming/sink_clients.py`, the
+clients of Steps 1, 2 and 5 cached per Python worker; `streaming/transaction_size.py`, how many
+records one transaction may take. The driver side, which plans batches and runs the tasks, is
 `streaming/eos_sink.py`.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
-from bisect import bisect_left
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from conf.client_config import connection_of
-from conf.client_log import CLIENT_LOG
-from conf.failures import (AuthorizationFailure, RunFailed, authorization_error_name, authorization_failure,
-                           unauthorized_topic)
+from conf.failures import AuthorizationFailure, authorization_error_name, authorization_failure, unauthorized_topic
 from conf.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_header
+from streaming import sink_clients as clients
+from streaming import transaction_size as sizing
 from streaming.process import POISON, TRANSFORMS, Poison, SourceSlice, arrow_columns
-from streaming.sink_group import (
-    CommittedOffset,
-    SinkPreconditionError,
-    check_scope,
-    new_commit_token,
-    offset_tag,
-    read_committed_offsets,
-)
+from streaming.sink_group import CommittedOffset, SinkPreconditionError, check_scope, new_commit_token, offset_tag
 from streaming.stats import PHASES, latency_histogram, stats_arrow_schema
+from streaming.task_plan import KEEP_COMMITTED, SinkTaskFailed, TaskPlan, transactional_id
 
 
 # A retried attempt is one line on the task's stderr, which is the executor's log (the driver's in
@@ -69,146 +63,8 @@ if not SINK_LOG.handlers:
     _stderr.setFormatter(logging.Formatter("%(asctime)s %(levelname)s eosbench sink: %(message)s", "%y/%m/%d %H:%M:%S"))
     SINK_LOG.addHandler(_stderr)
 
-# Per Python worker: Spark reuses workers across tasks, so producers and consumers live on. They
-# are keyed by their whole client configuration too: a process that runs sinks against several
-# clusters in turn (a sweep over broker counts) must never reuse a client of a stopped one.
-_PRODUCERS: dict[tuple, object] = {}
-_OFFSET_READERS: dict[tuple, object] = {}
-# In offsets_to_commit: commit the offset Step 2 reads, unchanged (the keeper's refresh).
-KEEP_COMMITTED = None
-
-
-class ExactlyOnceViolation(RunFailed):
-    """An invariant of the protocol broke; the job stops rather than write twice or lose."""
-
-
-class SinkTaskFailed(RuntimeError):
-    """A task ran out of retries; Spark retries the whole task."""
-
-
-@dataclass(frozen=True)
-class TaskPlan:
-    """Everything a task needs, shipped from the driver in the task's closure (picklable)."""
-
-    app_id: str
-    output_topic: str
-    dead_letter_topic: str
-    process: str
-    producer_config: dict
-    group_metadata: object
-    end_offsets: dict
-    max_retries: int
-    pre_register: bool
-    batch_id: int
-    fault: str | None
-    txn_scope: str = "partition"
-    start_offsets: dict = field(default_factory=dict)  # each partition's range start in this batch
-    # (topic, partition, from, until) of each Spark partition, as Spark planned it; None if unknown
-    planned_ranges: tuple | None = None
-    # A batch the previous run may have committed before it died: Spark runs it again at a restart.
-    replayed: bool = False
-    sink_client: str = "librdkafka"  # or "kafka-python", the client pre-registration needs
-    input_partitions: int = 0  # the input's partition count, recorded in each commit's offset metadata
-
 
 # ----------------------------------------------------------------------------- clients
-
-
-def _kafka():
-    import confluent_kafka
-
-    return confluent_kafka
-
-
-def transactional_id(app_id: str, topic: str, partition: int) -> str:
-    """T(p) for partition scope."""
-    return f"{app_id}.{topic}.{partition}"
-
-
-def producer_key(plan: TaskPlan, txn_id: str) -> tuple:
-    """The cache key of T(p)'s producer: the id and everything the client is built from."""
-    return txn_id, tuple(sorted(plan.producer_config.items())), plan.sink_client
-
-
-def _producer(plan: TaskPlan, key: tuple, timings: dict[str, float]):
-    """Step 1: the cached producer for T(p), or a new one that has fenced its predecessors."""
-    txn_id = key[0]
-    producer = _PRODUCERS.get(key)
-    if producer is None:
-        started = time.perf_counter()
-        if plan.sink_client == "kafka-python":
-            from streaming.preregister import PreRegisteringProducer
-
-            producer = PreRegisteringProducer(plan.producer_config, txn_id, plan.app_id)
-        else:
-            producer = _kafka().Producer({**plan.producer_config, "transactional.id": txn_id}, logger=CLIENT_LOG)
-            _await_learned_broker(producer, plan.output_topic)
-        producer.init_transactions(60)
-        timings["init"] += time.perf_counter() - started
-        _PRODUCERS[key] = producer
-    return producer
-
-
-def _await_learned_broker(producer, topic: str) -> None:
-    """Return once a new client is connected to a broker named by the cluster's metadata.
-
-    librdkafka 2.16 retires its bootstrap connection as soon as the first metadata arrives, and
-    connects to the brokers that metadata names only after a pause (reconnect.backoff.ms / 2). A
-    transactional producer whose PID state machine runs in that gap finds no broker up and waits
-    for its 500 ms retry timer: a new producer's init_transactions took 505 ms instead of 55 ms in
-    16 of 80 measured inits, and every partition that moves between Python workers needs one. The
-    first metadata request is answered on the bootstrap connection; the second can only be
-    answered by a broker from that metadata, which is what init_transactions needs (0 of 80 slow).
-    """
-    for _ in range(2):
-        producer.list_topics(topic, timeout=30)
-
-
-def _drop_producer(key: tuple) -> None:
-    """Forget a producer; the next one's init_transactions aborts whatever it left open."""
-    producer = _PRODUCERS.pop(key, None)
-    if producer is not None:
-        try:
-            producer.purge()
-            producer.flush(0)
-        except Exception:  # a fenced or fatal producer refuses even this; it is gone either way
-            pass
-
-
-def _classify(exc: Exception) -> str | None:
-    """Step 5's cases: 'denied' (an ACL is missing), 'fenced' (or fatal), 'abortable', 'indefinite', or None for not Kafka's."""
-    if isinstance(exc, AuthorizationFailure) or authorization_error_name(exc):
-        return "denied"
-    kafka = _kafka()
-    if isinstance(exc, kafka.KafkaException):
-        error = exc.args[0]
-        # A fatal producer's produce() raises _FATAL without the fatal flag: in partition scope that
-        # is a cached producer fenced by the same partition's producer on another Python worker.
-        if error.fatal() or error.code() in (kafka.KafkaError._FATAL, kafka.KafkaError._FENCED,
-                                             kafka.KafkaError.PRODUCER_FENCED, kafka.KafkaError.INVALID_PRODUCER_EPOCH):
-            return "fenced"
-        return "abortable" if error.txn_requires_abort() else "indefinite"
-    try:  # the pre-registering producer is kafka-python's
-        import kafka.errors as kafka_python_errors
-    except ImportError:
-        return None
-    if isinstance(exc, (kafka_python_errors.ProducerFencedError, kafka_python_errors.InvalidProducerEpochError)):
-        return "fenced"
-    if isinstance(exc, kafka_python_errors.KafkaError):
-        return "indefinite"
-    return None
-
-
-def group_offsets_of(plan: TaskPlan, topic: str, partitions: list[int]) -> dict[int, CommittedOffset]:
-    """Step 2: the group's committed offsets of these partitions (stable), with the scope that wrote them."""
-    cluster = connection_of(plan.producer_config)
-    reader = _OFFSET_READERS.get((plan.app_id, cluster))
-    if reader is None:
-        reader = _kafka().Consumer(cluster.librdkafka(**{
-            "group.id": plan.app_id, "isolation.level": "read_committed", "enable.auto.commit": False,
-        }), logger=CLIENT_LOG)
-        _OFFSET_READERS[(plan.app_id, cluster)] = reader
-    return read_committed_offsets(reader, topic, partitions, plan.app_id)
 
 
 def _maybe_fault(plan: TaskPlan, where: str, partition: int) -> None:
@@ -279,38 +135,6 @@ def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: in
     return out, dead, kept_timestamps
 
 
-# librdkafka can block in send_offsets_to_transaction() past its timeout once the group
-# coordinator's broker is killed (confluentinc/librdkafka#5456 and #5511, open in 2.16; seen in the
-# three-broker soak). The call runs on a helper thread; a producer still blocked at the deadline is
-# abandoned (kept referenced: destroying it under a blocked call is unsafe) and Step 5 initialises
-# a new producer for T(p), which fences it and aborts its transaction.
-SEND_OFFSETS_TIMEOUT_S = 30.0
-_ABANDONED: list[tuple[object, threading.Thread]] = []
-
-
-def _send_offsets(producer, key: tuple, offsets: list, group_metadata) -> None:
-    """send_offsets_to_transaction, bounded even where librdkafka ignores the timeout."""
-    failure: list[BaseException] = []
-
-    def call() -> None:
-        try:
-            producer.send_offsets_to_transaction(offsets, group_metadata, SEND_OFFSETS_TIMEOUT_S)
-        except BaseException as exc:  # handed to the task's thread, which classifies it (Step 5)
-            failure.append(exc)
-    thread = threading.Thread(target=call, name=f"send-offsets {key[0]}", daemon=True)
-    thread.start()
-    thread.join(SEND_OFFSETS_TIMEOUT_S + 5)
-    _ABANDONED[:] = [(old, blocked) for old, blocked in _ABANDONED if blocked.is_alive()]
-    if thread.is_alive():
-        _PRODUCERS.pop(key, None)
-        _ABANDONED.append((producer, thread))
-        kafka = _kafka()
-        raise kafka.KafkaException(kafka.KafkaError(
-            kafka.KafkaError._TIMED_OUT, f"send_offsets_to_transaction still blocked after {SEND_OFFSETS_TIMEOUT_S + 5:g} s"))
-    if failure:
-        raise failure[0]
-
-
 # Seen in soaks: after a single broker's kill -9 and restart, a cached producer's records could
 # stay undelivered for minutes; a bounded flush lets Step 5 replace that producer instead.
 FLUSH_TIMEOUT_S = 30.0
@@ -327,92 +151,6 @@ class _Attempt:
     records_dead_lettered: int
     input_timestamps: list[int]
     whole: bool  # it took every record left; False: a later transaction writes the rest
-
-
-# A transaction must commit within transaction.timeout.ms, or the coordinator aborts it and every
-# retry repeats it. So once a worker has seen how fast it produces, a transaction takes only the
-# records it can produce and flush in this share of the timeout (the rest is for the commit), and
-# a slice larger than that commits in several transactions, each with the offset of its last
-# record's successor: Step 3 of the next one starts there. An attempt that overran halves what
-# the next one takes, so a slowdown the estimate missed converges within the retries.
-TXN_TIMEOUT_SHARE = 0.5
-DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000  # librdkafka's and kafka-python's transaction.timeout.ms
-_RECORDS_PER_SECOND: dict[str, float] = {}  # per output topic, on this worker
-_RECORDS_CAP: dict[str, int] = {}  # per output topic, set when an attempt overran
-
-
-def produce_budget_s(plan: TaskPlan) -> float:
-    """How long a transaction may spend producing and flushing its records."""
-    timeout_ms = float(plan.producer_config.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
-    return timeout_ms / 1000.0 * TXN_TIMEOUT_SHARE
-
-
-def records_per_transaction(plan: TaskPlan) -> int | None:
-    """The most records one transaction takes on this worker (None: no limit learnt yet)."""
-    rate, cap = _RECORDS_PER_SECOND.get(plan.output_topic), _RECORDS_CAP.get(plan.output_topic)
-    limits = [limit for limit in (cap, None if rate is None else int(rate * produce_budget_s(plan))) if limit]
-    return max(1, min(limits)) if limits else None
-
-
-def _learn_rate(plan: TaskPlan, records: int, seconds: float, overran: bool) -> None:
-    """Note how fast this worker produced; an overrun also halves what the next transaction takes."""
-    if records and seconds > 0:
-        _RECORDS_PER_SECOND[plan.output_topic] = records / seconds
-    if overran:
-        _RECORDS_CAP[plan.output_topic] = max(1, records // 2)
-    elif plan.output_topic in _RECORDS_CAP and records >= _RECORDS_CAP[plan.output_topic]:
-        del _RECORDS_CAP[plan.output_topic]  # the rate alone bounds it again
-
-
-def _cut(records: SourceSlice, start: int, stop: int) -> SourceSlice:
-    """Records [start, stop) of a slice, as a slice of their own."""
-    return replace(records, **{f.name: getattr(records, f.name)[start:stop] for f in fields(records)
-                               if isinstance(getattr(records, f.name), list)})
-
-
-def _first_kept(records: SourceSlice, keep_from: int) -> int:
-    """The index of the slice's first record at or above keep_from (offsets ascend)."""
-    return bisect_left(records.offsets, keep_from)
-
-
-def take_records(pending: list[tuple[SourceSlice, int]], cap: int | None
-                 ) -> tuple[list[tuple[SourceSlice, int]], list[tuple[SourceSlice, int]]]:
-    """Split Step 3's (slice, keep_from) pairs into what one transaction writes (at most `cap` kept records) and the rest."""
-    if cap is None:
-        return pending, []
-    taken: list[tuple[SourceSlice, int]] = []
-    room = cap
-    for index, (records, keep_from) in enumerate(pending):
-        first = _first_kept(records, keep_from)
-        if len(records) - first <= room:
-            taken.append((records, keep_from))
-            room -= len(records) - first
-            continue
-        cut = first + room
-        if room:
-            taken.append((_cut(records, 0, cut), keep_from))
-        return taken, [(_cut(records, cut, len(records)), keep_from), *pending[index + 1:]]
-    return taken, []
-
-
-def offsets_for(offsets_to_commit: dict, committed: dict[int, CommittedOffset],
-                rest: list[tuple[SourceSlice, int]]) -> dict:
-    """Step 3's offsets to commit: each batch end above c, or, where records are left for a later
-    transaction, the offset of the first of them; KEEP_COMMITTED commits c itself."""
-    resume_at: dict[int, int] = {}
-    for records, keep_from in rest:
-        first = _first_kept(records, keep_from)
-        if first < len(records) and records.partition not in resume_at:
-            resume_at[records.partition] = records.offsets[first]
-    to_commit = {}
-    for (t, p), end in offsets_to_commit.items():
-        c = committed[p].offset
-        if end is KEEP_COMMITTED:
-            if c >= 0:
-                to_commit[(t, p)] = c
-        elif resume_at.get(p, end) > c:
-            to_commit[(t, p)] = resume_at.get(p, end)
-    return to_commit
 
 
 def _count_commit(stats: dict, attempt: _Attempt, latencies: list, returned_ms: float | None) -> None:
@@ -437,8 +175,8 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
     re-commit the offset Step 2 reads. The row's `committed_partitions` lists what was committed.
     Slices too large for one transaction (`records_per_transaction`) commit in several.
     """
-    kafka = _kafka()
-    key = producer_key(plan, txn_id)
+    kafka = clients.kafka_module()
+    key = clients.producer_key(plan, txn_id)
     topic = next(iter(offsets_to_commit))[0]
     timings = dict.fromkeys(PHASES, 0.0)
     stats = {"records_in": sum(len(records) for records in slices), "records_out": 0, "records_dead_lettered": 0,
@@ -454,9 +192,9 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
         attempt_started = phase_started = time.perf_counter()
         phase, begun, attempted = "init", None, 0
         try:
-            producer = _producer(plan, key, timings)                                  # Step 1
+            producer = clients.cached_producer(plan, key, timings)                    # Step 1
             started = time.perf_counter()
-            committed = group_offsets_of(plan, topic, [p for _, p in offsets_to_commit])  # Step 2
+            committed = clients.group_offsets_of(plan, topic, [p for _, p in offsets_to_commit])  # Step 2
             check_scope(committed, topic, plan.app_id, plan.txn_scope)
             if plan.replayed:
                 _check_replay_has_its_offsets(plan, topic, committed, offsets_to_commit)
@@ -472,8 +210,8 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
                         break
                     continue
             pending = [(records, committed[records.partition].offset) for records in slices]  # Step 3
-            chosen, rest = take_records(pending, records_per_transaction(plan))
-            to_commit = offsets_for(offsets_to_commit, committed, rest)
+            chosen, rest = sizing.take_records(pending, sizing.records_per_transaction(plan))
+            to_commit = sizing.offsets_for(offsets_to_commit, committed, rest)
             if not to_commit:
                 if not transactions:
                     stats["outcome"] = "skipped_replay"
@@ -510,9 +248,9 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
                     kafka.KafkaError._TIMED_OUT, f"{undelivered} records undelivered after {FLUSH_TIMEOUT_S:g} s"))
             flushed = time.perf_counter()
             timings["produce"] += flushed - phase_started
-            _learn_rate(plan, attempted, flushed - begun, overran=flushed - begun > produce_budget_s(plan))
+            sizing.learn_rate(plan, attempted, flushed - begun, overran=flushed - begun > sizing.produce_budget_s(plan))
             phase, phase_started = "send_offsets", flushed
-            _send_offsets(producer, key, [kafka.TopicPartition(t, p, offset, metadata=tag)
+            clients.send_offsets(producer, key, [kafka.TopicPartition(t, p, offset, metadata=tag)
                                           for (t, p), offset in to_commit.items()], plan.group_metadata)
             timings["send_offsets"] += time.perf_counter() - phase_started
             _maybe_fault(plan, "fail-task-before-commit", next(iter(offsets_to_commit))[1])
@@ -527,11 +265,11 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             if done.whole:
                 break
         except Exception as exc:                                                      # Step 5
-            kind, failed_after = _classify(exc), time.perf_counter() - attempt_started
+            kind, failed_after = clients.classify(exc), time.perf_counter() - attempt_started
             if phase != "init":  # Step 1 counts its own time, and only when it succeeds
                 timings[phase] += time.perf_counter() - phase_started
-            if begun is not None and time.perf_counter() - begun > produce_budget_s(plan):
-                _learn_rate(plan, attempted, time.perf_counter() - begun, overran=True)
+            if begun is not None and time.perf_counter() - begun > sizing.produce_budget_s(plan):
+                sizing.learn_rate(plan, attempted, time.perf_counter() - begun, overran=True)
             # Spark runs a partition's task on whichever Python worker is free, so a cached producer
             # is routinely found fenced by its successor on another worker at once: that is not news.
             SINK_LOG.log(logging.INFO if kind == "fenced" and failed_after < 1.0 else logging.WARNING,
@@ -540,26 +278,23 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             attempt += 1
             stats["retries"] += 1
             if kind is None:
-                _drop_producer(key)  # never leave a worker with a producer inside a transaction
+                clients.drop_producer(key)  # never leave a worker with a producer inside a transaction
                 raise
             if kind == "denied":  # no retry can grant an ACL: abort what this attempt began, and stop
-                _abort_and_drop(key)
+                clients.abort_and_drop(key)
                 if isinstance(exc, AuthorizationFailure):
                     raise
                 raise _denial(plan, txn_id, topic, exc) from exc
             if kind == "fenced":
                 stats["fenced"] += 1
-                _drop_producer(key)
+                clients.drop_producer(key)
             elif kind == "abortable":
                 stats["aborted"] += 1
-                try:
-                    _PRODUCERS[key].abort_transaction(60)
-                except Exception:
-                    _drop_producer(key)  # a new producer's init aborts the transaction instead
+                clients.abort_or_drop(key)
             else:  # indefinite, such as a timeout: re-initialise
-                _drop_producer(key)
+                clients.drop_producer(key)
         except BaseException:
-            _drop_producer(key)
+            clients.drop_producer(key)
             raise
     stats["transactions"] = transactions
     if stats["outcome"] == "skipped_replay":
@@ -569,17 +304,6 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
     stats.update({f"phase_{phase}_s": seconds for phase, seconds in timings.items()})
     stats["latency_counts"] = latency_histogram(np.concatenate(latencies) if latencies else np.empty(0)).tolist()
     return stats
-
-
-def _abort_and_drop(key: tuple) -> None:
-    """Abort the producer's transaction if it can, so that nothing stays open on the outputs, then forget it."""
-    producer = _PRODUCERS.get(key)
-    if producer is not None:
-        try:
-            producer.abort_transaction(30)
-        except Exception:  # not in a transaction, or refused: the next init of this id aborts it
-            pass
-    _drop_producer(key)
 
 
 def _denial(plan: TaskPlan, txn_id: str, input_topic: str, exc: Exception) -> AuthorizationFailure:

@@ -13,7 +13,9 @@ from confluent_kafka import Consumer, TopicPartition
 
 from eosbench.local.kafka_admin import create_topic
 
-from streaming.sink_task import _PRODUCERS, TaskPlan, _drop_producer, producer_key, run_transaction
+from streaming.sink_clients import _PRODUCERS, drop_producer, producer_key
+from streaming.sink_task import run_transaction
+from streaming.task_plan import TaskPlan
 from streaming.process import arrow_columns
 from streaming.sink_group import read_committed_offsets
 from streaming.verify import stable_and_end_offsets
@@ -74,7 +76,7 @@ def test_partitions_and_group_are_registered_before_the_first_produce_request(bo
     finally:
         kafka_log.removeHandler(recorder)
         kafka_log.setLevel(logging.WARNING)
-        _drop_producer(producer_key(plan, txn_id))
+        drop_producer(producer_key(plan, txn_id))
 
     messages = recorder.messages
     begin = next(i for i, m in enumerate(messages) if m.startswith("Begin adding new partition"))
@@ -127,7 +129,7 @@ def test_the_kafka_python_sink_without_pre_registration_registers_lazily_and_com
         stats = run_transaction(plan, txn_id, [slice_of(bootstrap, source)], {(source, 0): end})
         assert type(_PRODUCERS[producer_key(plan, txn_id)]).__name__ == "PreRegisteringProducer"
     finally:
-        _drop_producer(producer_key(plan, txn_id))
+        drop_producer(producer_key(plan, txn_id))
     assert stats["outcome"] == "committed" and stats["records_out"] == 200
     assert stats["register_round_trips"] == 0
     assert sorted(int(k) for k in read_all(bootstrap, sink)) == list(range(200))

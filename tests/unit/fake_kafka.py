@@ -108,7 +108,7 @@ class FakeProducer:
 
 
 class FakeCluster:
-    """Stands in for confluent_kafka as the sink sees it (`sink_task._kafka()`): transactional producers
+    """Stands in for confluent_kafka as the sink sees it (`sink_clients.kafka_module()`): transactional producers
     and offset readers over one in-memory store of a group's committed offsets (with metadata).
 
     `commit_faults` lists what the next commits do: "timeout-after-landing" commits and then raises

@@ -12,28 +12,29 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import KafkaError
 
-from streaming import eos_sink, sink_task
+from streaming import eos_sink, sink_clients, sink_task
 from streaming.process import SourceSlice
 from streaming.stats import BatchStats
+from streaming.task_plan import SinkTaskFailed, TaskPlan
 from tests.unit.fake_kafka import FakeCluster
 
 
 @pytest.fixture
 def cluster(monkeypatch) -> FakeCluster:
-    """A fake cluster behind sink_task._kafka(), with empty client caches."""
+    """A fake cluster behind sink_clients.kafka_module(), with empty client caches."""
     fake = FakeCluster()
-    monkeypatch.setattr(sink_task, "_kafka", lambda: fake)
-    monkeypatch.setattr(sink_task, "_PRODUCERS", {})
-    monkeypatch.setattr(sink_task, "_OFFSET_READERS", {})
+    monkeypatch.setattr(sink_clients, "kafka_module", lambda: fake)
+    monkeypatch.setattr(sink_clients, "_PRODUCERS", {})
+    monkeypatch.setattr(sink_clients, "_OFFSET_READERS", {})
     return fake
 
 
-def plan_for(bootstrap: str = "fake:9092", **overrides) -> sink_task.TaskPlan:
+def plan_for(bootstrap: str = "fake:9092", **overrides) -> TaskPlan:
     """A task plan for input partition in[0], whose batch ends at offset 10."""
     fields = dict(app_id="app", output_topic="out", dead_letter_topic="out.dlq", process="passthrough",
                   producer_config={"bootstrap.servers": bootstrap}, group_metadata="group", end_offsets={0: 10},
                   max_retries=3, pre_register=False, batch_id=0, fault=None)
-    return sink_task.TaskPlan(**{**fields, **overrides})
+    return TaskPlan(**{**fields, **overrides})
 
 
 def records(offsets: range) -> SourceSlice:
@@ -73,7 +74,7 @@ def test_a_passing_error_in_the_committed_offset_read_is_retried_never_read_as_n
 def test_any_other_error_in_the_committed_offset_read_fails_the_task_without_a_commit(cluster):
     cluster.group[("in", 0)] = (10, "")
     cluster.read_errors = [KafkaError.INVALID_REQUEST] * 4
-    with pytest.raises(sink_task.SinkTaskFailed):
+    with pytest.raises(SinkTaskFailed):
         sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     assert sum(p.commits for p in cluster.producers) == 0
 

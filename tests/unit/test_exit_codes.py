@@ -25,7 +25,7 @@ from eosbench.console.errors import (EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_COD
                                      CheckFailed, EnvironmentProblem, classify_failure)
 from producers.perf import ProduceFailed
 from streaming.sink_group import SinkPreconditionError
-from streaming.sink_task import ExactlyOnceViolation
+from streaming.task_plan import ExactlyOnceViolation
 from tests.unit.test_cli_errors import assert_one_line_error, free_port, run_eosbench
 
 

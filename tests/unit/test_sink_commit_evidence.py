@@ -12,10 +12,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from streaming import eos_sink, sink_task
+from streaming import eos_sink, sink_task, transaction_size
 from streaming.sink_group import CommittedOffset, read_committed_offsets
 from streaming.starting_offsets import unrecorded_partitions
 from streaming.stats import BatchStats
+from streaming.task_plan import KEEP_COMMITTED
 from tests.unit.fake_kafka import FakeTransactionalProducer
 from tests.unit.test_eos_sink_counts import cluster, plan_for, records  # noqa: F401 - the fixture is used by name
 
@@ -23,14 +24,14 @@ from tests.unit.test_eos_sink_counts import cluster, plan_for, records  # noqa: 
 @pytest.fixture(autouse=True)
 def no_rate_learnt(monkeypatch):
     """Each test starts on a worker that has not measured its produce rate."""
-    monkeypatch.setattr(sink_task, "_RECORDS_PER_SECOND", {})
-    monkeypatch.setattr(sink_task, "_RECORDS_CAP", {})
+    monkeypatch.setattr(transaction_size, "_RECORDS_PER_SECOND", {})
+    monkeypatch.setattr(transaction_size, "_RECORDS_CAP", {})
 
 
 def test_a_refresh_whose_commit_did_not_land_is_retried_not_counted(cluster):  # noqa: F811
     cluster.group[("in", 0)] = (10, "eosbench txn-scope=partition;partitions=1;token=0123456789abcdef;")
     cluster.commit_faults = ["timeout-before-landing"]
-    stats = sink_task.run_transaction(plan_for(batch_id=-1), "app.in.0", [], {("in", 0): sink_task.KEEP_COMMITTED})
+    stats = sink_task.run_transaction(plan_for(batch_id=-1), "app.in.0", [], {("in", 0): KEEP_COMMITTED})
     assert [p.commits for p in cluster.producers] == [0, 1], "the second attempt refreshed the offset"
     offset, metadata = cluster.group[("in", 0)]
     assert offset == 10 and "0123456789abcdef" not in metadata, "a new commit, not the old one"
@@ -40,13 +41,13 @@ def test_a_refresh_whose_commit_did_not_land_is_retried_not_counted(cluster):  #
 def test_a_refresh_that_landed_although_its_call_failed_is_found_by_its_token(cluster):  # noqa: F811
     cluster.group[("in", 0)] = (10, "eosbench txn-scope=partition;partitions=1;token=0123456789abcdef;")
     cluster.commit_faults = ["timeout-after-landing"]
-    stats = sink_task.run_transaction(plan_for(batch_id=-1), "app.in.0", [], {("in", 0): sink_task.KEEP_COMMITTED})
+    stats = sink_task.run_transaction(plan_for(batch_id=-1), "app.in.0", [], {("in", 0): KEEP_COMMITTED})
     assert [p.commits for p in cluster.producers] == [1, 0]
     assert stats["committed_partitions"] == [0] and stats["outcome"] == "committed"
 
 
 def test_a_slice_larger_than_a_transaction_commits_in_several_each_with_its_offset(cluster, monkeypatch):  # noqa: F811
-    monkeypatch.setattr(sink_task, "records_per_transaction", lambda plan: 3)
+    monkeypatch.setattr(transaction_size, "records_per_transaction", lambda plan: 3)
     offsets_seen = []
     commit = FakeTransactionalProducer.commit_transaction
 
@@ -62,7 +63,7 @@ def test_a_slice_larger_than_a_transaction_commits_in_several_each_with_its_offs
 
 
 def test_a_retry_after_a_partial_commit_writes_only_what_is_left(cluster, monkeypatch):  # noqa: F811
-    monkeypatch.setattr(sink_task, "records_per_transaction", lambda plan: 5)
+    monkeypatch.setattr(transaction_size, "records_per_transaction", lambda plan: 5)
     cluster.commit_faults = [None, "fenced"]  # the second transaction is fenced at its commit
     slice_ = records(range(0, 8))
     stats = sink_task.run_transaction(plan_for(), "app.in.0", [slice_], {("in", 0): 10})
@@ -75,13 +76,13 @@ def test_a_retry_after_a_partial_commit_writes_only_what_is_left(cluster, monkey
 
 def test_an_attempt_that_overran_the_budget_halves_the_next_ones_records():
     plan = plan_for(producer_config={"bootstrap.servers": "fake:9092", "transaction.timeout.ms": "2000"})
-    assert sink_task.produce_budget_s(plan) == 1.0 and sink_task.records_per_transaction(plan) is None
-    sink_task._learn_rate(plan, 10_000, 4.0, overran=True)  # 2,500 records/s: 2,500 fit in the budget
-    assert sink_task.records_per_transaction(plan) == 2_500
-    sink_task._learn_rate(plan, 2_000, 0.1, overran=True)  # a stall the rate missed: halve what overran
-    assert sink_task.records_per_transaction(plan) == 1_000
-    sink_task._learn_rate(plan, 1_000, 0.1, overran=False)  # fast again: the rate alone bounds it
-    assert sink_task.records_per_transaction(plan) == 10_000
+    assert transaction_size.produce_budget_s(plan) == 1.0 and transaction_size.records_per_transaction(plan) is None
+    transaction_size.learn_rate(plan, 10_000, 4.0, overran=True)  # 2,500 records/s: 2,500 fit in the budget
+    assert transaction_size.records_per_transaction(plan) == 2_500
+    transaction_size.learn_rate(plan, 2_000, 0.1, overran=True)  # a stall the rate missed: halve what overran
+    assert transaction_size.records_per_transaction(plan) == 1_000
+    transaction_size.learn_rate(plan, 1_000, 0.1, overran=False)  # fast again: the rate alone bounds it
+    assert transaction_size.records_per_transaction(plan) == 10_000
 
 
 def test_idle_partitions_cost_no_transaction_and_count_as_idle(cluster):  # noqa: F811
@@ -123,3 +124,23 @@ def test_a_tag_reads_back_whole_even_with_bytes_past_its_end(metadata, read):
     answer = [SimpleNamespace(partition=0, offset=5, error=None, metadata=metadata)]
     reader = SimpleNamespace(committed=lambda partitions, timeout: answer)
     assert read_committed_offsets(reader, "in", [0], "app") == {0: CommittedOffset(5, *read)}
+
+
+@pytest.mark.parametrize(("written", "delivered", "refused"), [
+    (False, {}, []),  # a first run that committed nothing: nothing is read, the batch runs
+    (True, {0: 120, 2: 7}, [0]),  # partition 0's slice is in the output; 2's records there are older
+    (True, {}, []),  # written by nothing of this input: no slice was committed
+])
+def test_a_replayed_first_batch_is_refused_only_where_the_output_holds_its_records(monkeypatch, written, delivered,
+                                                                                    refused):
+    from streaming import starting_offsets
+
+    class Closing:
+        def close(self):
+            """Nothing to close."""
+    monkeypatch.setattr(starting_offsets, "_consumer", lambda bootstrap, **config: Closing())
+    monkeypatch.setattr(starting_offsets, "ever_written", lambda consumer, topics: written)
+    monkeypatch.setattr(starting_offsets, "delivered_source_ends", lambda *args, **kwargs: delivered)
+    committed = {0: CommittedOffset(-1, None), 1: CommittedOffset(50, "partition"), 2: CommittedOffset(-1, None)}
+    starts = {0: 100, 1: 50, 2: 10}
+    assert starting_offsets.first_batch_written_again("b:9092", "in", ["out", "out.dlq"], committed, starts) == refused

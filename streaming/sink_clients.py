@@ -1,0 +1,167 @@
+"""The transactional sink's Kafka clients on one Python worker: Steps 1, 2 and 5 of `streaming/sink_task.py`.
+
+Step 1's producer cache (a new producer's `init_transactions` fences its predecessors), Step 2's
+reader of the group's committed offsets, a `send_offsets_to_transaction` bounded where
+librdkafka ignores its timeout, and Step 5's classification of a failure. Spark reuses Python
+workers across tasks, so clients live on between tasks and batches.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from conf.client_config import connection_of
+from conf.client_log import CLIENT_LOG
+from conf.failures import AuthorizationFailure, authorization_error_name
+from streaming.sink_group import CommittedOffset, read_committed_offsets
+from streaming.task_plan import TaskPlan
+
+# Per Python worker: Spark reuses workers across tasks, so producers and consumers live on. They
+# are keyed by their whole client configuration too: a process that runs sinks against several
+# clusters in turn (a sweep over broker counts) must never reuse a client of a stopped one.
+_PRODUCERS: dict[tuple, object] = {}
+_OFFSET_READERS: dict[tuple, object] = {}
+
+
+def kafka_module():
+    import confluent_kafka
+
+    return confluent_kafka
+
+
+def producer_key(plan: TaskPlan, txn_id: str) -> tuple:
+    """The cache key of T(p)'s producer: the id and everything the client is built from."""
+    return txn_id, tuple(sorted(plan.producer_config.items())), plan.sink_client
+
+
+def cached_producer(plan: TaskPlan, key: tuple, timings: dict[str, float]):
+    """Step 1: the cached producer for T(p), or a new one that has fenced its predecessors."""
+    txn_id = key[0]
+    producer = _PRODUCERS.get(key)
+    if producer is None:
+        started = time.perf_counter()
+        if plan.sink_client == "kafka-python":
+            from streaming.preregister import PreRegisteringProducer
+
+            producer = PreRegisteringProducer(plan.producer_config, txn_id, plan.app_id)
+        else:
+            producer = kafka_module().Producer({**plan.producer_config, "transactional.id": txn_id}, logger=CLIENT_LOG)
+            _await_learned_broker(producer, plan.output_topic)
+        producer.init_transactions(60)
+        timings["init"] += time.perf_counter() - started
+        _PRODUCERS[key] = producer
+    return producer
+
+
+def _await_learned_broker(producer, topic: str) -> None:
+    """Return once a new client is connected to a broker named by the cluster's metadata.
+
+    librdkafka 2.16 retires its bootstrap connection as soon as the first metadata arrives, and
+    connects to the brokers that metadata names only after a pause (reconnect.backoff.ms / 2). A
+    transactional producer whose PID state machine runs in that gap finds no broker up and waits
+    for its 500 ms retry timer: a new producer's init_transactions took 505 ms instead of 55 ms in
+    16 of 80 measured inits, and every partition that moves between Python workers needs one. The
+    first metadata request is answered on the bootstrap connection; the second can only be
+    answered by a broker from that metadata, which is what init_transactions needs (0 of 80 slow).
+    """
+    for _ in range(2):
+        producer.list_topics(topic, timeout=30)
+
+
+def drop_producer(key: tuple) -> None:
+    """Forget a producer; the next one's init_transactions aborts whatever it left open."""
+    producer = _PRODUCERS.pop(key, None)
+    if producer is not None:
+        try:
+            producer.purge()
+            producer.flush(0)
+        except Exception:  # a fenced or fatal producer refuses even this; it is gone either way
+            pass
+
+
+def abort_or_drop(key: tuple) -> None:
+    """Abort the producer's transaction and keep the producer; if it cannot abort, forget it (its successor's init aborts)."""
+    try:
+        _PRODUCERS[key].abort_transaction(60)
+    except Exception:
+        drop_producer(key)
+
+
+def abort_and_drop(key: tuple) -> None:
+    """Abort the producer's transaction if it can, so that nothing stays open on the outputs, then forget it."""
+    producer = _PRODUCERS.get(key)
+    if producer is not None:
+        try:
+            producer.abort_transaction(30)
+        except Exception:  # not in a transaction, or refused: the next init of this id aborts it
+            pass
+    drop_producer(key)
+
+
+def classify(exc: Exception) -> str | None:
+    """Step 5's cases: 'denied' (an ACL is missing), 'fenced' (or fatal), 'abortable', 'indefinite', or None for not Kafka's."""
+    if isinstance(exc, AuthorizationFailure) or authorization_error_name(exc):
+        return "denied"
+    kafka = kafka_module()
+    if isinstance(exc, kafka.KafkaException):
+        error = exc.args[0]
+        # A fatal producer's produce() raises _FATAL without the fatal flag: in partition scope that
+        # is a cached producer fenced by the same partition's producer on another Python worker.
+        if error.fatal() or error.code() in (kafka.KafkaError._FATAL, kafka.KafkaError._FENCED,
+                                             kafka.KafkaError.PRODUCER_FENCED, kafka.KafkaError.INVALID_PRODUCER_EPOCH):
+            return "fenced"
+        return "abortable" if error.txn_requires_abort() else "indefinite"
+    try:  # the pre-registering producer is kafka-python's
+        import kafka.errors as kafka_python_errors
+    except ImportError:
+        return None
+    if isinstance(exc, (kafka_python_errors.ProducerFencedError, kafka_python_errors.InvalidProducerEpochError)):
+        return "fenced"
+    if isinstance(exc, kafka_python_errors.KafkaError):
+        return "indefinite"
+    return None
+
+
+def group_offsets_of(plan: TaskPlan, topic: str, partitions: list[int]) -> dict[int, CommittedOffset]:
+    """Step 2: the group's committed offsets of these partitions (stable), with the scope that wrote them."""
+    cluster = connection_of(plan.producer_config)
+    reader = _OFFSET_READERS.get((plan.app_id, cluster))
+    if reader is None:
+        reader = kafka_module().Consumer(cluster.librdkafka(**{
+            "group.id": plan.app_id, "isolation.level": "read_committed", "enable.auto.commit": False,
+        }), logger=CLIENT_LOG)
+        _OFFSET_READERS[(plan.app_id, cluster)] = reader
+    return read_committed_offsets(reader, topic, partitions, plan.app_id)
+
+
+# librdkafka can block in send_offsets_to_transaction() past its timeout once the group
+# coordinator's broker is killed (confluentinc/librdkafka#5456 and #5511, open in 2.16; seen in the
+# three-broker soak). The call runs on a helper thread; a producer still blocked at the deadline is
+# abandoned (kept referenced: destroying it under a blocked call is unsafe) and Step 5 initialises
+# a new producer for T(p), which fences it and aborts its transaction.
+SEND_OFFSETS_TIMEOUT_S = 30.0
+_ABANDONED: list[tuple[object, threading.Thread]] = []
+
+
+def send_offsets(producer, key: tuple, offsets: list, group_metadata) -> None:
+    """send_offsets_to_transaction, bounded even where librdkafka ignores the timeout."""
+    failure: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            producer.send_offsets_to_transaction(offsets, group_metadata, SEND_OFFSETS_TIMEOUT_S)
+        except BaseException as exc:  # handed to the task's thread, which classifies it (Step 5)
+            failure.append(exc)
+    thread = threading.Thread(target=call, name=f"send-offsets {key[0]}", daemon=True)
+    thread.start()
+    thread.join(SEND_OFFSETS_TIMEOUT_S + 5)
+    _ABANDONED[:] = [(old, blocked) for old, blocked in _ABANDONED if blocked.is_alive()]
+    if thread.is_alive():
+        _PRODUCERS.pop(key, None)
+        _ABANDONED.append((producer, thread))
+        kafka = kafka_module()
+        raise kafka.KafkaException(kafka.KafkaError(
+            kafka.KafkaError._TIMED_OUT, f"send_offsets_to_transaction still blocked after {SEND_OFFSETS_TIMEOUT_S + 5:g} s"))
+    if failure:
+        raise failure[0]

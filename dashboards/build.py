@@ -79,7 +79,8 @@ def overview() -> dict:
         panel("Commits and aborts per second", [
             ("sink {{outcome}}", f"sum by (outcome) (rate(eosbench_sink_transactions_total{{{APP}}}[1m]))"),
             ("producer {{outcome}}", f"sum by (outcome) (rate(eosbench_producer_transactions_total{{{RUN}}}[1m]))"),
-        ], "ops", description="Sink outcomes: committed, aborted, skipped_replay (a replayed batch), fenced."),
+        ], "ops", description="Sink outcomes: committed, aborted, skipped_replay (a replayed batch), fenced, idle (a partition with"
+                                   " nothing new, whose offset is already at the batch end: no transaction)."),
         panel("Abort overhead", [
             ("producer: sent / committed - 1 ({{run_id}})", f"eosbench_abort_overhead_ratio{{{RUN}}}"),
             ("stream: 1 - visible / offset span ({{app_id}})", f"eosbench_stream_aborted_ratio{{{APP}}}"),

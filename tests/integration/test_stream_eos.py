@@ -431,35 +431,6 @@ def test_a_restart_with_the_other_txn_scope_is_refused(bootstrap, spark, pipelin
     assert_exactly_once(bootstrap, settings)
 
 
-def test_a_group_restart_is_refused_where_a_partition_with_records_has_no_offset(bootstrap, spark, pipeline):
-    from kafka import TopicPartition
-    from kafka.admin import KafkaAdminClient
-
-    settings = pipeline()
-    job.run(spark, settings)
-    # What an expired offset leaves behind (offsets.retention.minutes after the partition's last commit);
-    # confluent-kafka has no OffsetDelete, kafka-python has.
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    deleted = admin.delete_group_offsets(settings.app_id, [TopicPartition(settings.input_topic, 1)])
-    admin.close()
-    assert [error.__name__ for error in deleted.values()] == ["NoError"]
-    shutil.rmtree(local_checkpoint(settings))
-    flags = ["--input-topic", settings.input_topic, "--output-topic", settings.output_topic, "--bootstrap-server",
-             bootstrap, "--app-id", settings.app_id, "--checkpoint", str(local_checkpoint(settings)),
-             "--starting-offsets", "group"]
-    refused = subprocess.run([sys.executable, "-m", "eosbench.cli", "stream", *flags], capture_output=True, text=True,
-                             timeout=300)
-    assert refused.returncode == 2, refused.stderr[-2000:]
-    last = refused.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"eosbench: error: --starting-offsets group: group '{settings.app_id}' has no committed"
-                           f" offset for {settings.input_topic} partition(s) 1 although they hold records")
-    with pytest.raises(SystemExit) as exited:  # the same refusal from spark-submit's entry point
-        job.main(flags)
-    assert exited.value.code == 2
-    report = verify(bootstrap, settings.input_topic, settings.output_topic, None, settings.dead_letter)
-    assert report.violations == [] and report.output_committed == report.input_committed
-
-
 def test_a_replay_whose_group_offsets_expired_is_refused(bootstrap, spark, pipeline):
     from kafka import TopicPartition
     from kafka.admin import KafkaAdminClient

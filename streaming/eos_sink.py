@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from conf.client_log import CLIENT_LOG
-from conf.failures import AuthorizationFailure, java_authorization_failure
+from conf.failures import AuthorizationFailure, EnvironmentFailure, java_authorization_failure
 from conf.stream_settings import StreamSettings
 from streaming.checkpoint import CheckpointLog
 from streaming.interruption import stop_kept_short
@@ -80,6 +80,24 @@ def planned_ranges(df) -> tuple | None:
         return None
 
 
+def _check_dead_letter_topic(client, settings: StreamSettings) -> None:
+    """Refuse a sink whose dead-letter topic is missing or hidden, before any batch.
+
+    Its transactions write poison records there, and the brokers create no topic on demand, so
+    the first poison record would hold its transaction until the producer timed out. `eosbench
+    stream` creates the topic when the principal may; `spark-submit streaming/job.py` asks first.
+    """
+    found = client.list_topics(settings.dead_letter, timeout=30).topics.get(settings.dead_letter)
+    if found is None or found.error is not None:
+        raise EnvironmentFailure(
+            f"dead-letter topic {settings.dead_letter!r} is missing or hidden from this principal; the sink writes"
+            " poison records to it inside its transactions. Create it with the output's partition count, or have"
+            f" an admin run `eosbench acls --app-id {settings.app_id} --principal User:<you> --input-topic"
+            f" {settings.input_topic} --output-topic {settings.output_topic}"
+            f"{f' --dead-letter-topic {settings.dead_letter_topic}' if settings.dead_letter_topic else ''}"
+            " --apply --command-config ADMIN.properties`, which creates it with the pipeline's ACLs")
+
+
 def _refusal_in(exc: Exception) -> Exception | None:
     """What stopped a batch for good, recovered from the Spark job failure that carries it.
 
@@ -112,6 +130,7 @@ class TransactionalSink:
             self.group_metadata = memberless.consumer_group_metadata()
             topic = settings.input_topic
             self._partitions = sorted(memberless.list_topics(topic, timeout=30).topics[topic].partitions)
+            _check_dead_letter_topic(memberless, settings)
             check_scope(read_committed_offsets(memberless, topic, self._partitions, settings.group_id), topic,
                         settings.group_id, settings.txn_scope)
         finally:

@@ -1,6 +1,6 @@
 """The exactly-once Structured Streaming job: read_committed Kafka in, process, sink out.
 
-Runs directly under spark-submit (the jars come from its command line; README.md has the line):
+Runs directly under spark-submit (the jars come from its command line; docs/streaming.md, 'Running the job', has the line):
 
     PYSPARK_PYTHON=$PWD/.venv/bin/python .venv/bin/spark-submit --jars <spark-sql-kafka, delta, ...> \\
         streaming/job.py --input-topic in --output-topic out [--sink kafka-eos|kafka-alo|delta] ...
@@ -9,7 +9,7 @@ Runs directly under spark-submit (the jars come from its command line; README.md
 that the driver's Python can import this repository's packages: spark-submit starts the driver
 with PYSPARK_PYTHON (else `python3` from PATH), and streaming/session.py hands the driver's
 interpreter on to the Python workers. On a cluster, `eosbench package` prints the line that
-ships the job's own Python environment to the executors instead (README.md, 'On a Spark cluster').
+ships the job's own Python environment to the executors instead (docs/clusters.md, 'On a Spark cluster').
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ try:
     from streaming.stats import BatchStats, histogram_percentile  # noqa: E402
 except ImportError as missing:  # spark-submit ran the driver on a Python without eosbench's packages
     print(f"streaming/job.py: error: {sys.executable} cannot import {missing.name!r}; run spark-submit with"
-          " PYSPARK_PYTHON set to the Python that has eosbench's packages (README.md, 'The exactly-once"
-          " streaming job')", file=sys.stderr)
+          " PYSPARK_PYTHON set to the Python that has eosbench's packages (docs/streaming.md, 'Running"
+          " the job')", file=sys.stderr)
     sys.exit(3)  # the environment lacks something (the CLI contract's exit 3)
 
 
@@ -96,7 +96,7 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-json", type=Path, metavar="FILE",
                         help="also write the summary JSON here (it is always stdout's last line; default: none)")
     visibility = "the time from each sink commit returning to a read_committed reader seeing it"
-    parser.add_argument("--observe-visibility", action="store_true", help=f"measure {visibility} (README.md)")
+    parser.add_argument("--observe-visibility", action="store_true", help=f"measure {visibility} (docs/streaming.md)")
     parser.add_argument("--visibility-log", type=Path, metavar="FILE",
                         help=f"measure {visibility}, one line per transaction in FILE (default: none)")
     parser.add_argument("--timeout-s", type=float, help="stop an interval-triggered query after this many seconds (default: run until stopped)")

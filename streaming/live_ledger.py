@@ -4,7 +4,8 @@
 soak's rounds grow with its topics: in the cluster soak 3468dc17 the verify took 11 s at 0.2
 million records and 2 minutes at 5 million. `LiveLedger` keeps what the checks need of the past
 instead of the records:
-- for each input partition, the sequence number at each committed offset;
+- for each input partition, the sequence number at each committed offset, and the digest of
+  what `process` makes of its value (streaming/topic_index.py);
 - for each input partition, which offsets some record has been delivered for, and how often a
   judged record has been delivered for each;
 - the deliveries not judged yet (their source lies above the stable offsets read), and those
@@ -18,6 +19,12 @@ A round then costs what its new records cost. Round for round, its counts equal 
 Its samples are the first ids found, not the smallest. The final verify still reads everything
 afresh, with `verify`. Bounds that move back (group offsets or last stable offsets lower than
 before, which an exactly-once sink never commits) keep the records already expected as expected.
+
+Per-offset arrays start at the lowest offset held, which is each input partition's log start
+(retention deletes below it and moves it up for ever), so they cost about 21 bytes per offset
+from there, never from offset 0. A delivery whose source lies below the log start is counted as
+`source_deleted` when it arrives and judged no further, and lost records below it are dropped;
+a log start that moves up later does not undo the judgements made before.
 """
 
 from __future__ import annotations
@@ -29,37 +36,51 @@ import numpy as np
 from confluent_kafka import KafkaException
 
 from conf.client_config import Connection
-from streaming.topic_index import TopicIndex, _bounds, read_index
-from streaming.verify import SAMPLE, VerifyReport, _below, _conclude, _members, live_bounds, reordered_pairs
+from streaming.process import TRANSFORMS
+from streaming.topic_index import UNKNOWN_DIGEST, TopicIndex, _bounds, read_index
+from streaming.verify import (DEFAULT_PROCESS, SAMPLE, VerifyReport, _below, _conclude, _members, claimed_digests,
+                              deleted_sources, judgeable, live_bounds, reordered_pairs, value_mismatches)
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+_NO_RECORD = np.iinfo(np.int64).min  # below every key_id: no committed record at this offset
 READ_TIMEOUT_S = 60.0
 READ_AHEAD_TIMEOUT_S = 10.0  # a read ahead gives up soon: the round reads whatever it left
 
 
 class _ByOffset:
-    """One growable array per input partition, indexed by offset."""
+    """One growable array per input partition, indexed by offset from the lowest offset it holds."""
 
     def __init__(self, dtype, fill):
         self.dtype, self.fill = dtype, fill
         self.arrays: dict[int, np.ndarray] = {}
+        self.bases: dict[int, int] = {}  # per partition, the offset at index 0
 
-    def at_least(self, partition: int, size: int) -> np.ndarray:
-        """The partition's array, grown (doubling) to hold `size` offsets."""
-        array = self.arrays.get(partition, np.zeros(0, dtype=self.dtype))
-        if array.size < size:
-            grown = np.full(max(size, 2 * array.size, 1024), self.fill, dtype=self.dtype)
-            grown[:array.size] = array
-            self.arrays[partition] = array = grown
-        return array
+    def span(self, partition: int, low: int, high: int) -> tuple[np.ndarray, int]:
+        """The partition's array and its base offset, grown to hold offsets low..high-1 (doubling upwards)."""
+        array, base = self.arrays.get(partition), self.bases.get(partition, low)
+        if array is None:
+            array = np.full(max(high - low, 1024), self.fill, dtype=self.dtype)
+        elif low < base or high > base + array.size:
+            new_base = min(base, low)
+            grown = np.full(max(max(high, base + array.size) - new_base, 2 * array.size), self.fill, dtype=self.dtype)
+            grown[base - new_base:base - new_base + array.size] = array
+            array, base = grown, new_base
+        self.arrays[partition], self.bases[partition] = array, base
+        return array, base
 
     def lookup(self, partitions: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """The values at (partition, offset); `fill` where nothing was ever set."""
         values = np.full(offsets.size, self.fill, dtype=self.dtype)
         for partition, array in self.arrays.items():
-            inside = (partitions == partition) & (offsets >= 0) & (offsets < array.size)
-            values[inside] = array[offsets[inside]]
+            base = self.bases[partition]
+            inside = (partitions == partition) & (offsets >= base) & (offsets < base + array.size)
+            values[inside] = array[offsets[inside] - base]
         return values
+
+    def window(self, partition: int, low: int, high: int) -> np.ndarray:
+        """The partition's values at offsets low..high-1 that it holds (a view, clipped to what it holds)."""
+        array, base = self.arrays[partition], self.bases[partition]
+        return array[max(low - base, 0):max(high - base, 0)]
 
 
 class _Transactions:
@@ -109,15 +130,19 @@ class _Transactions:
 class LiveLedger:
     """A running soak's live verify: reads only what is new and judges it against what it keeps of the past."""
 
-    def __init__(self) -> None:
+    def __init__(self, input_topic: str | None = None, process: str = DEFAULT_PROCESS) -> None:
+        """A ledger of one pipeline: its input topic (which eos.src must name) and the stream's process."""
+        self._input_topic, self._process = input_topic, process
         self._next: dict[str, dict[int, int]] = {}  # per topic, the offset after the last record read
         self._ahead: dict[str, list[TopicIndex]] = {}  # per topic, records read ahead of the next round
         self._reading = threading.Lock()
         self._ends: dict[int, int] = {}  # the input's end offsets at its latest read
-        self._committed_seq = _ByOffset(np.int64, -1)
+        self._log_start: dict[int, int] = {}  # the input's highest log starts read
+        self._committed_seq = _ByOffset(np.int64, _NO_RECORD)
+        self._expected_digest = _ByOffset(np.int64, UNKNOWN_DIGEST)  # what process makes of each committed record
         self._delivered_any = _ByOffset(bool, False)
         self._deliveries = _ByOffset(np.int32, 0)  # judged deliveries of each committed input offset
-        self._unjudged = (_EMPTY, _EMPTY, _EMPTY)  # (seq, source partition, source offset)
+        self._unjudged = (_EMPTY, _EMPTY, _EMPTY, _EMPTY)  # (seq, source partition, source offset, claimed digest)
         self._keys_pending = (_EMPTY, _EMPTY, _EMPTY)
         self._expected_below: dict[int, int] = {}
         self._lost = (_EMPTY, _EMPTY, _EMPTY)  # (source partition, source offset, seq)
@@ -125,9 +150,9 @@ class LiveLedger:
         self._last_source: dict[tuple[str, int, int], int] = {}
         self._transactions: dict[str, _Transactions] = {}
         self._counts = dict(output_committed=0, dead_lettered=0, duplicates=0, unexpected=0, aborted_reads=0,
-                            reordered=0)
-        self._samples: dict[str, list] = {name: [] for name in ("duplicates", "unexpected", "aborted_reads",
-                                                                "reordered")}
+                            reordered=0, wrong_value=0, wrongly_dead_lettered=0, source_deleted=0)
+        self._samples: dict[str, list] = {name: [] for name in self._counts
+                                          if name not in ("output_committed", "dead_lettered")}
 
     def read_round(self, bootstrap: str | Connection, topics: list[tuple[str, bool]]) -> list[TopicIndex]:
         """A round's records of each (topic, with eos headers) after those read before, read-ahead included.
@@ -163,7 +188,9 @@ class LiveLedger:
 
     def _read_new(self, bootstrap: str | Connection, topic: str, with_src: bool, timeout_s: float) -> TopicIndex:
         held = self._next.setdefault(topic, {})
-        chunk = read_index(bootstrap, topic, "read_committed", with_src, timeout_s=timeout_s, start_offsets=dict(held))
+        chunk = read_index(bootstrap, topic, "read_committed", with_src, timeout_s=timeout_s, start_offsets=dict(held),
+                           source_topic=self._input_topic if with_src else None,
+                           process=None if with_src else TRANSFORMS[self._process])
         held.update(chunk.next_offsets())
         return chunk
 
@@ -171,18 +198,24 @@ class LiveLedger:
             stable: dict[int, int], topics: tuple[str, str] = ("out", "dead")) -> VerifyReport:
         """Take a round's new records (input read_committed, output, dead letters) and return the report so far."""
         self._ends = committed_in.end_offsets or self._ends
+        for partition, start in committed_in.log_start.items():
+            self._log_start[partition] = max(start, self._log_start.get(partition, start))
         for partition in np.unique(committed_in.partition):
             inside = committed_in.partition == partition
             offsets = committed_in.offset[inside]
-            self._committed_seq.at_least(int(partition), int(offsets.max()) + 1)[offsets] = committed_in.seq[inside]
+            for held, values in ((self._committed_seq, committed_in.seq), (self._expected_digest, committed_in.digest)):
+                array, base = held.span(int(partition), int(offsets.min()), int(offsets.max()) + 1)
+                array[offsets - base] = values[inside]
         self._counts["output_committed"] += int(out.seq.size)
         written = [(topics[0], out)] + ([(topics[1], dead)] if dead is not None else [])
         if dead is not None:
             self._counts["dead_lettered"] += int(dead.seq.size)
-        for _, topic in written:
-            self._mark_delivered(topic.src_partition, topic.src_offset)
-            self._unjudged = tuple(np.concatenate((held, new)) for held, new in
-                                   zip(self._unjudged, (topic.seq, topic.src_partition, topic.src_offset)))
+        delivered = TopicIndex.concatenated(out, dead) if dead is not None else out
+        deleted = deleted_sources(delivered.src_partition, delivered.src_offset, self._log_start)
+        self._tally("source_deleted", delivered.seq[deleted])
+        arrived = (delivered.seq, delivered.src_partition, delivered.src_offset, claimed_digests(out, dead))
+        self._mark_delivered(delivered.src_partition[~deleted], delivered.src_offset[~deleted])
+        self._unjudged = tuple(np.concatenate((held, new[~deleted])) for held, new in zip(self._unjudged, arrived))
         self._judge(stable)
         newly_expected = self._expect(stable, cutoff)
         self._count_keys(cutoff, newly_expected[2])
@@ -195,28 +228,33 @@ class LiveLedger:
         for partition in np.unique(partitions[partitions >= 0]):
             named = offsets[(partitions == partition) & (offsets >= 0)]
             if named.size:
-                self._delivered_any.at_least(int(partition), int(named.max()) + 1)[named] = True
+                array, base = self._delivered_any.span(int(partition), int(named.min()), int(named.max()) + 1)
+                array[named - base] = True
 
     def _judge(self, stable: dict[int, int]) -> None:
-        """Judge each delivery whose source now lies below the stable offsets: duplicate, unexpected or aborted read."""
-        seq, partition, offset = self._unjudged
-        judged = _below(partition, offset, stable)
+        """Judge each delivery whose source now lies below the stable offsets: duplicate, unexpected, aborted read, value."""
+        seq, partition, offset, claimed = self._unjudged
+        judged = judgeable(partition, offset, stable)
         self._unjudged = tuple(values[~judged] for values in self._unjudged)
-        seq, partition, offset = seq[judged], partition[judged], offset[judged]
+        seq, partition, offset, claimed = (values[judged] for values in (seq, partition, offset, claimed))
         in_input = (offset >= 0) & (offset < _bounds(partition, self._ends))
-        from_committed = in_input & (self._committed_seq.lookup(partition, offset) >= 0)
+        from_committed = in_input & (self._committed_seq.lookup(partition, offset) != _NO_RECORD)
         self._tally("unexpected", seq[~in_input])
         self._tally("aborted_reads", seq[in_input & ~from_committed])
+        wrong_value, wrongly_dead = (from_committed & wrong for wrong in value_mismatches(
+            self._expected_digest.lookup(partition, offset), claimed))
+        self._tally("wrong_value", seq[wrong_value])
+        self._tally("wrongly_dead_lettered", seq[wrongly_dead])
         for source_partition in np.unique(partition[from_committed]):
             at = from_committed & (partition == source_partition)
             sources, times = np.unique(offset[at], return_counts=True)
-            counts = self._deliveries.at_least(int(source_partition), int(sources.max()) + 1)
-            before = counts[sources].astype(np.int64)
+            counts, base = self._deliveries.span(int(source_partition), int(sources.min()), int(sources.max()) + 1)
+            before = counts[sources - base].astype(np.int64)
             self._counts["duplicates"] += int((np.maximum(before + times - 1, 0) - np.maximum(before - 1, 0)).sum())
             twice = sources[before + times > 1]
             self._samples["duplicates"] += np.unique(seq[at][_members(offset[at], twice)])[
                 :SAMPLE - len(self._samples["duplicates"])].tolist()
-            counts[sources] += times.astype(np.int32)
+            counts[sources - base] += times.astype(np.int32)
         self._keys_pending = tuple(np.concatenate((held, new)) for held, new in
                                    zip(self._keys_pending, (seq, partition, offset)))
 
@@ -224,12 +262,13 @@ class LiveLedger:
         """Add the committed input newly below both bounds to what must be delivered; return it."""
         partitions, offsets, seqs = [], [], []
         for partition, array in self._committed_seq.arrays.items():
-            below = min(stable.get(partition, 0), cutoff.get(partition, 0), array.size)
-            since = self._expected_below.get(partition, 0)
+            base = self._committed_seq.bases[partition]
+            since = max(self._expected_below.get(partition, base), self._log_start.get(partition, base))
+            below = min(stable.get(partition, 0), cutoff.get(partition, 0), base + array.size)
             if below <= since:
                 continue
-            window = array[since:below]
-            at = np.flatnonzero(window >= 0)
+            window = self._committed_seq.window(partition, since, below)
+            at = np.flatnonzero(window != _NO_RECORD)
             partitions.append(np.full(at.size, partition, dtype=np.int64))
             offsets.append(at + since)
             seqs.append(window[at])
@@ -237,7 +276,8 @@ class LiveLedger:
         new = tuple(np.concatenate(parts) if parts else _EMPTY for parts in (partitions, offsets, seqs))
         candidates = tuple(np.concatenate((held, fresh)) for held, fresh in zip(self._lost, new))
         delivered = self._delivered_any.lookup(candidates[0], candidates[1])
-        self._lost = tuple(values[~delivered] for values in candidates)
+        deleted = deleted_sources(candidates[0], candidates[1], self._log_start)
+        self._lost = tuple(values[~delivered & ~deleted] for values in candidates)
         return new
 
     def _count_keys(self, cutoff: dict[int, int], expected_keys: np.ndarray) -> None:
@@ -280,9 +320,10 @@ class LiveLedger:
         self._samples[name] += seqs[:SAMPLE - len(self._samples[name])].tolist()
 
     def _report(self, stable: dict[int, int], cutoff: dict[int, int]) -> VerifyReport:
-        report = VerifyReport("", "")
-        report.input_committed = sum(int(np.count_nonzero(array[:stable.get(partition, 0)] >= 0))
-                                     for partition, array in self._committed_seq.arrays.items())
+        report = VerifyReport("", "", process=self._process)
+        report.input_committed = sum(int(np.count_nonzero(self._committed_seq.window(
+            partition, self._log_start.get(partition, 0), stable.get(partition, 0)) != _NO_RECORD))
+            for partition in self._committed_seq.arrays)
         for name, value in self._counts.items():
             setattr(report, name, value)
         report.lost = int(self._lost[0].size)

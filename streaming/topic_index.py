@@ -4,10 +4,24 @@
 keeps only integers per record in numpy arrays (`TopicIndex`), so millions of records fit in a
 few tens of megabytes. `IncrementalIndexes` keeps indexes between reads and fetches only the
 records after those it holds. The checks over these integers are `streaming.verify`'s.
+
+- A key becomes an int64 (`key_id`): a sequence number (ASCII digits) is itself; a null key is
+  `NULL_KEY`; any other key is a hash-based id below `NULL_KEY`, far from any realistic sequence
+  number. So any key can be counted as a multiset, and none stops a read.
+- A value becomes a 64-bit digest (`value_digest`, blake2b, 63 bits so that it is never
+  negative); a tombstone is `TOMBSTONE_DIGEST`. Read with the pipeline's `process`, an input
+  record's digest is instead that of the output `process` makes of it (`expected_digest`):
+  `POISON_DIGEST` for a record `process` refuses, which belongs in the dead letters.
+- `eos.src` (`topic:partition:offset`) becomes (partition, offset); a record with no eos.src
+  has (-1, -1), and one that names another topic than the input's (or is malformed) has
+  (`FOREIGN_SOURCE`, -1).
+- A read starts at each partition's log start (its low watermark), which it records: retention
+  deletes what lies below, so nothing below it can be read or judged.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field
 
@@ -19,15 +33,46 @@ from conf.client_log import CLIENT_LOG
 from conf.failures import authorization_failure
 from conf.headers import SRC_HEADER, TXN_HEADER, read_txn_header
 from conf.watermarks import watermark_offsets
+from streaming.process import POISON, Transform
 
-_INTEGER_FIELDS = ("seq", "partition", "offset", "src_partition", "src_offset", "txn", "txn_records")
+NULL_KEY = -(1 << 62)
+_HASHED_KEYS = 1 << 61  # ids of keys that are not sequence numbers: NULL_KEY - 1 down to NULL_KEY - 2**61
+_LONGEST_SEQUENCE_NUMBER = 18  # digits; any 18-digit number fits an int64
+UNKNOWN_DIGEST = -1  # read without the pipeline's process, or built by hand
+TOMBSTONE_DIGEST = -2
+POISON_DIGEST = -3
+FOREIGN_SOURCE = -2
+_INTEGER_FIELDS = ("seq", "partition", "offset", "src_partition", "src_offset", "txn", "txn_records", "digest")
+
+
+def key_id(key: bytes | None) -> int:
+    """The int64 a key is kept as: a sequence number as itself, a null key as NULL_KEY, any other below it."""
+    if key is None:
+        return NULL_KEY
+    # One spelling per number (no sign, no leading zero, no '_'), so that two keys never share an id.
+    if key.isdigit() and len(key) <= _LONGEST_SEQUENCE_NUMBER and (key[:1] != b"0" or len(key) == 1):
+        return int(key)
+    return NULL_KEY - 1 - int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") % _HASHED_KEYS
+
+
+def value_digest(value: bytes | None) -> int:
+    """A value's 63-bit digest; TOMBSTONE_DIGEST for a null value."""
+    if value is None:
+        return TOMBSTONE_DIGEST
+    return int.from_bytes(hashlib.blake2b(value, digest_size=8).digest(), "big") >> 1
+
+
+def expected_digest(process: Transform, key: bytes | None, value: bytes | None) -> int:
+    """The digest of the output `process` makes of an input record; POISON_DIGEST where it refuses the record."""
+    result = process(key, value)
+    return POISON_DIGEST if result is POISON else value_digest(result)
 
 
 @dataclass
 class TopicIndex:
     """The integers of one topic as read at one isolation level."""
 
-    seq: np.ndarray
+    seq: np.ndarray  # key_id of each record's key
     partition: np.ndarray
     offset: np.ndarray
     src_partition: np.ndarray
@@ -36,12 +81,19 @@ class TopicIndex:
     txn_records: np.ndarray  # eos.txn's record count for this topic, 0 without the header
     end_offsets: dict[int, int]
     txn_names: dict[int, str] = field(default_factory=dict)  # attempt token -> identity, for the report
+    digest: np.ndarray | None = None  # per record: value_digest, or expected_digest; None: UNKNOWN_DIGEST for all
+    log_start: dict[int, int] = field(default_factory=dict)  # per partition, its low watermark when read
+
+    def __post_init__(self) -> None:
+        if self.digest is None or self.digest.size != self.seq.size:
+            self.digest = np.full(self.seq.size, UNKNOWN_DIGEST, dtype=np.int64)
 
     @classmethod
     def concatenated(cls, earlier: TopicIndex, later: TopicIndex) -> TopicIndex:
-        """One index of the records of two reads, with the later read's end offsets."""
-        return cls(*(np.concatenate((getattr(earlier, name), getattr(later, name))) for name in _INTEGER_FIELDS),
-                   later.end_offsets, {**earlier.txn_names, **later.txn_names})
+        """One index of the records of two reads, with the later read's end offsets and log starts."""
+        return cls(**{name: np.concatenate((getattr(earlier, name), getattr(later, name))) for name in _INTEGER_FIELDS},
+                   end_offsets=later.end_offsets, txn_names={**earlier.txn_names, **later.txn_names},
+                   log_start={**earlier.log_start, **later.log_start})
 
     def next_offsets(self) -> dict[int, int]:
         """Per partition, the offset after the last record held."""
@@ -51,11 +103,17 @@ class TopicIndex:
 
     def below(self, offsets: dict[int, int]) -> TopicIndex:
         """Keep only the records under a per-partition offset bound."""
-        keep = self.offset < _bounds(self.partition, offsets)
+        return self._kept(self.offset < _bounds(self.partition, offsets))
+
+    def from_log_start(self) -> TopicIndex:
+        """Keep only the records at or after their partition's log start (a held index may hold deleted ones)."""
+        return self._kept(self.offset >= _bounds(self.partition, self.log_start))
+
+    def _kept(self, keep: np.ndarray) -> TopicIndex:
         # indexes read without the eos headers have empty header arrays
-        return TopicIndex(*(values[keep] if values.size == self.seq.size else values
-                            for values in (getattr(self, name) for name in _INTEGER_FIELDS)),
-                          self.end_offsets, self.txn_names)
+        return TopicIndex(**{name: values[keep] if values.size == self.seq.size else values
+                             for name, values in ((name, getattr(self, name)) for name in _INTEGER_FIELDS)},
+                          end_offsets=self.end_offsets, txn_names=self.txn_names, log_start=self.log_start)
 
 
 def topic_reader(bootstrap: str | Connection, isolation: str) -> Consumer:
@@ -66,21 +124,28 @@ def topic_reader(bootstrap: str | Connection, isolation: str) -> Consumer:
 
 
 def read_index(bootstrap: str | Connection, topic: str, isolation: str, with_src: bool, timeout_s: float = 60.0,
-               start_offsets: dict[int, int] | None = None) -> TopicIndex:
-    """Read a topic to its end at one isolation level (from start_offsets, else the start), keeping integers."""
+               start_offsets: dict[int, int] | None = None, source_topic: str | None = None,
+               process: Transform | None = None) -> TopicIndex:
+    """Read a topic to its end at one isolation level (from start_offsets, else the log start), keeping integers.
+
+    `source_topic`: the input that eos.src must name (else the record's source is FOREIGN_SOURCE).
+    `process`: keep each record's expected_digest under it, instead of its value_digest.
+    """
     start = start_offsets or {}
     consumer = topic_reader(bootstrap, isolation)
     seqs, partitions, offsets, src_partitions, src_offsets, txns, txn_records = [], [], [], [], [], [], []
+    digests: list[int] = []
     txn_names: dict[int, str] = {}
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if metadata is None or metadata.error is not None:
             raise ValueError(f"topic {topic!r} does not exist at {bootstrap}")
-        ends = {}
+        log_start, ends = {}, {}
         for p in metadata.partitions:
-            ends[p] = watermark_offsets(consumer, topic, p, timeout_s)[1]
-        live = [p for p, end in ends.items() if end > start.get(p, 0)]
-        consumer.assign([TopicPartition(topic, p, start.get(p, 0)) for p in live])
+            log_start[p], ends[p] = watermark_offsets(consumer, topic, p, timeout_s)
+        first = {p: max(start.get(p, 0), log_start[p]) for p in ends}
+        live = [p for p, end in ends.items() if end > first[p]]
+        consumer.assign([TopicPartition(topic, p, first[p]) for p in live])
         at_end: set[int] = set()
         idle_since = time.monotonic()
         while len(at_end) < len(live):
@@ -110,14 +175,16 @@ def read_index(bootstrap: str | Connection, topic: str, isolation: str, with_src
                     at_end.add(partition)
                     if offset >= ends[partition]:
                         continue
-                seqs.append(int(message.key()))
+                key, value = message.key(), message.value()
+                seqs.append(key_id(key))
                 partitions.append(partition)
                 offsets.append(offset)
+                digests.append(value_digest(value) if process is None else expected_digest(process, key, value))
                 if with_src:
                     headers = dict(message.headers() or [])
-                    _, src_p, src_off = headers.get(SRC_HEADER, b"::-1").decode().rsplit(":", 2)
-                    src_partitions.append(int(src_p) if src_p else -1)
-                    src_offsets.append(int(src_off))
+                    src_partition, src_offset = _source(headers.get(SRC_HEADER), source_topic)
+                    src_partitions.append(src_partition)
+                    src_offsets.append(src_offset)
                     txn = headers.get(TXN_HEADER)
                     if txn is None:
                         txns.append(-1)
@@ -132,7 +199,20 @@ def read_index(bootstrap: str | Connection, topic: str, isolation: str, with_src
         consumer.close()
     as_array = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
     return TopicIndex(*(as_array(values) for values in (seqs, partitions, offsets, src_partitions, src_offsets,
-                                                        txns, txn_records)), ends, txn_names)
+                                                        txns, txn_records)), ends, txn_names,
+                      digest=as_array(digests), log_start=log_start)
+
+
+def _source(header: bytes | None, source_topic: str | None) -> tuple[int, int]:
+    """(partition, offset) of an eos.src value; (-1, -1) without one, FOREIGN_SOURCE for another topic or garbage."""
+    if header is None:
+        return -1, -1
+    # topic names cannot hold ':', so the last two fields are the partition and the offset
+    topic, _, position = header.decode(errors="replace").rpartition(":")
+    topic, _, partition = topic.rpartition(":")
+    if not (partition.isdigit() and position.isdigit()) or source_topic is not None and topic != source_topic:
+        return FOREIGN_SOURCE, -1
+    return int(partition), int(position)
 
 
 class IncrementalIndexes:
@@ -144,17 +224,19 @@ class IncrementalIndexes:
     """
 
     def __init__(self) -> None:
-        self._held: dict[tuple[str, str, str, bool], TopicIndex] = {}
+        self._held: dict[tuple, TopicIndex] = {}
 
-    def read(self, bootstrap: str | Connection, topic: str, isolation: str, with_src: bool) -> TopicIndex:
+    def read(self, bootstrap: str | Connection, topic: str, isolation: str, with_src: bool,
+             source_topic: str | None = None, process: Transform | None = None) -> TopicIndex:
         """The whole topic's index, as `read_index` returns it, reading only what is new."""
-        key = (bootstrap, topic, isolation, with_src)
+        key = (bootstrap, topic, isolation, with_src, source_topic, process)
         held = self._held.get(key)
         if held is None:
-            index = read_index(bootstrap, topic, isolation, with_src)
+            index = read_index(bootstrap, topic, isolation, with_src, source_topic=source_topic, process=process)
         else:
-            index = TopicIndex.concatenated(
-                held, read_index(bootstrap, topic, isolation, with_src, start_offsets=held.next_offsets()))
+            index = TopicIndex.concatenated(held, read_index(bootstrap, topic, isolation, with_src,
+                                                             start_offsets=held.next_offsets(),
+                                                             source_topic=source_topic, process=process))
         self._held[key] = index
         return index
 

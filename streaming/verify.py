@@ -7,9 +7,21 @@ topics into them). Checks:
 - every committed input record is delivered exactly once: the multiset of (partition, offset)
   named by the eos.src headers of the output and dead-lettered records equals the committed
   input's (partition, offset) (no duplicate, no loss), and nothing delivered names an offset
-  the input does not hold (unexpected);
+  the input does not hold, or another topic than the input (unexpected);
+- each delivery carries what `process` makes of its source (by 63-bit digests,
+  streaming/topic_index.py): an output record's value must be `process(input value)`
+  (`wrong_value` otherwise, a poison source's included), and a dead-lettered record's source
+  must be one `process` refuses (`wrongly_dead_lettered` otherwise). Output and dead letters are
+  judged apart, so a good record sent to the dead letters fails the run. A tombstone is data:
+  its output must be a tombstone. `verify(process=…)` names the stream's transform; matched by
+  key (Kafka's copier) a value must arrive unchanged;
 - as a second view, the delivered keys equal the committed input's keys as multisets, counting
-  each key as often as it occurs (an input may repeat keys; a set would hide a loss among them);
+  each key as often as it occurs (an input may repeat keys; a set would hide a loss among them).
+  Any key is allowed: a null key and a key that is no sequence number are counted by their ids
+  (`key_id`), so samples quote those ids;
+- the input is judged from each partition's log start: retention deletes what lies below it, so
+  a delivered record whose source lies below is counted as `source_deleted` and judged no
+  further (no violation; it can be neither told apart from an aborted read nor checked);
 - no output record stems from an aborted input (its eos.src names a committed input offset);
 - order is kept within each input partition (`reordered`): the sink writes a record to the
   output partition its key hashes to (murmur2, as Java's producer), so the records of one input
@@ -69,11 +81,15 @@ from confluent_kafka import Consumer
 
 from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
+from conf.stream_settings import StreamSettings
 from conf.watermarks import watermark_offsets
+from streaming.process import TRANSFORMS
 from streaming.sink_group import read_committed_offsets
-from streaming.topic_index import IncrementalIndexes, TopicIndex, _bounds, read_index, topic_reader
+from streaming.topic_index import (FOREIGN_SOURCE, POISON_DIGEST, UNKNOWN_DIGEST, IncrementalIndexes, TopicIndex,
+                                   _bounds, read_index, topic_reader)
 
 SAMPLE = 10  # ids quoted per violation in the report
+DEFAULT_PROCESS = StreamSettings.model_fields["process"].default  # what `eosbench stream` runs without --process
 
 
 def stable_and_end_offsets(bootstrap: str | Connection, topic: str, timeout_s: float = 30.0) -> dict[int, tuple[int, int]]:
@@ -118,6 +134,10 @@ class VerifyReport:
     reordered: int = 0  # adjacent pairs of one input partition, in one output partition, whose input offset falls
     transactions_checked: int = 0  # committed sink transactions judged all-or-nothing (by eos.txn)
     torn: int = 0  # of those, transactions with fewer records visible in a topic than their eos.txn declares
+    wrong_value: int = 0  # output records whose value is not what process makes of their source's
+    wrongly_dead_lettered: int = 0  # dead-lettered records whose source process accepts
+    source_deleted: int = 0  # delivered records whose source lies below the input's log start: not judged
+    process: str = DEFAULT_PROCESS  # the transform values are checked against (matched by key: none, a copy)
     match_by: str = "source"  # how output meets input: eos.src headers, or "key" for a pipeline without them
     hanging_partitions: list[str] = field(default_factory=list)
     group_offset_mismatches: list[str] = field(default_factory=list)
@@ -141,6 +161,16 @@ def _members(values: np.ndarray, pool: np.ndarray) -> np.ndarray:
         return np.zeros(values.size, dtype=bool)
     ordered = np.sort(pool)
     return ordered[np.minimum(np.searchsorted(ordered, values), ordered.size - 1)] == values
+
+
+def _lookup(values: np.ndarray, pool: np.ndarray, pool_values: np.ndarray, missing: int) -> np.ndarray:
+    """For each value, the pool_values entry at its place in pool (which holds each once); `missing` where absent."""
+    if pool.size == 0:
+        return np.full(values.size, missing, dtype=np.int64)
+    order = np.argsort(pool, kind="stable")
+    ordered = pool[order]
+    at = np.minimum(np.searchsorted(ordered, values), ordered.size - 1)
+    return np.where(ordered[at] == values, pool_values[order][at], missing)
 
 
 def _pack(partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
@@ -176,7 +206,8 @@ def sources_by_key(delivered: TopicIndex, inputs: list[TopicIndex]) -> TopicInde
         src_partition[found] = source.partition[order][at[found]]
         src_offset[found] = source.offset[order][at[found]]
     return TopicIndex(delivered.seq, delivered.partition, delivered.offset, src_partition, src_offset,
-                      delivered.txn, delivered.txn_records, delivered.end_offsets, delivered.txn_names)
+                      delivered.txn, delivered.txn_records, delivered.end_offsets, delivered.txn_names,
+                      digest=delivered.digest, log_start=delivered.log_start)
 
 
 def torn_transactions(topic: TopicIndex, settled: np.ndarray) -> tuple[int, list[str]]:
@@ -197,14 +228,20 @@ def torn_transactions(topic: TopicIndex, settled: np.ndarray) -> tuple[int, list
 def verify(bootstrap: str | Connection, input_topic: str, output_topic: str, app_id: str | None = None,
            dead_letter_topic: str | None = None, topic_exists=None, live: bool = False,
            indexes: IncrementalIndexes | None = None, stable_timeout_s: float = 90.0,
-           match_by: str = "source") -> VerifyReport:
-    """Run every check and return the report (live: judge the stable prefix of a running pipeline)."""
+           match_by: str = "source", process: str = DEFAULT_PROCESS) -> VerifyReport:
+    """Run every check and return the report (live: judge the stable prefix of a running pipeline).
+
+    `process` names the stream's transform (streaming/process.py), which each output value must
+    be the work of; matched by key (Kafka's copier, which copies values unchanged) it is unused.
+    """
     if indexes is not None and not live:
         raise ValueError("only a live verify reads incrementally; the final verify reads every topic whole")
     if match_by not in ("source", "key"):
         raise ValueError(f"match_by must be 'source' or 'key', not {match_by!r}")
+    if process not in TRANSFORMS:
+        raise ValueError(f"process must be one of {', '.join(TRANSFORMS)}, not {process!r}")
     read = indexes.read if indexes is not None else read_index
-    report = VerifyReport(input_topic, output_topic, match_by=match_by)
+    report = VerifyReport(input_topic, output_topic, match_by=match_by, process=process if match_by == "source" else "")
     with_dead_letter = bool(dead_letter_topic) and (topic_exists is None or topic_exists(dead_letter_topic))
     outputs = [output_topic] + ([dead_letter_topic] if with_dead_letter else [])
     cutoff = stable = None
@@ -213,13 +250,16 @@ def verify(bootstrap: str | Connection, input_topic: str, output_topic: str, app
             raise ValueError("a live verify needs the sink's app id (its group offsets bound what must be delivered)")
         cutoff, stable, hanging = live_bounds(bootstrap, input_topic, app_id, outputs, stable_timeout_s)
         report.hanging_partitions += hanging
-    committed_in = read(bootstrap, input_topic, "read_committed", with_src=False)
+    # Matched by key, an input's digest is its own value's: what the copier must deliver.
+    committed_in = read(bootstrap, input_topic, "read_committed", with_src=False,
+                        process=TRANSFORMS[process] if match_by == "source" else None)
     all_in = None if live else read_index(bootstrap, input_topic, "read_uncommitted", with_src=False)
     if stable is not None:
         committed_in = committed_in.below(stable)
-    out = read(bootstrap, output_topic, "read_committed", with_src=True)
+    out = read(bootstrap, output_topic, "read_committed", with_src=True, source_topic=input_topic)
     out_all = None if live else read_index(bootstrap, output_topic, "read_uncommitted", with_src=True)
-    dead = read(bootstrap, dead_letter_topic, "read_committed", with_src=True) if with_dead_letter else None
+    dead = (read(bootstrap, dead_letter_topic, "read_committed", with_src=True, source_topic=input_topic)
+            if with_dead_letter else None)
 
     report.input_committed = int(committed_in.seq.size)
     report.input_aborted = int(all_in.seq.size - committed_in.seq.size) if all_in is not None else 0
@@ -264,12 +304,15 @@ def live_bounds(bootstrap: str | Connection, input_topic: str, app_id: str, outp
 
 def judge_records(report: VerifyReport, committed_in: TopicIndex, out: TopicIndex, dead: TopicIndex | None,
                   cutoff: dict[int, int] | None, stable: dict[int, int] | None) -> None:
-    """The record, key, order and whole-transaction checks over everything held (live: cutoff and stable given)."""
+    """The record, value, key, order and whole-transaction checks over everything held (live: cutoff and stable given)."""
     delivered = TopicIndex.concatenated(out, dead) if dead is not None else out
+    deleted = deleted_sources(delivered.src_partition, delivered.src_offset, committed_in.log_start)
+    report.source_deleted = int(np.count_nonzero(deleted))
+    report.samples["source_deleted"] = delivered.seq[deleted][:SAMPLE].tolist()
+    committed_in = committed_in.from_log_start()
     expected = committed_in.below(cutoff) if cutoff is not None else committed_in
-    # In a live run a delivered record is judged only once its source is below the stable offsets read.
-    judged = _below(delivered.src_partition, delivered.src_offset, stable)
-    _judge(report, delivered, judged, committed_in, expected)
+    judged = judgeable(delivered.src_partition, delivered.src_offset, stable) & ~deleted
+    _judge(report, delivered, judged, committed_in, expected, claimed_digests(out, dead))
     # The key view counts what was delivered for the records that had to be: in a live run, those
     # whose source is below the group's offsets.
     _judge_keys(report, delivered.seq[judged & _below(delivered.src_partition, delivered.src_offset, cutoff)],
@@ -321,11 +364,18 @@ def _below(partitions: np.ndarray, offsets: np.ndarray, bounds: dict[int, int] |
 
 
 def _judge(report: VerifyReport, delivered: TopicIndex, judged: np.ndarray, committed_in: TopicIndex,
-           expected: TopicIndex) -> None:
-    """The record view: the (partition, offset) each delivered record names, against the input's."""
+           expected: TopicIndex, claimed: np.ndarray | None = None) -> None:
+    """The record view: the (partition, offset) each delivered record names, against the input's, and its value.
+
+    `claimed` is what each delivery claims of its source (`claimed_digests`); None: all are output.
+    """
     delivered_src = _pack(delivered.src_partition, delivered.src_offset)
     committed_src = _pack(committed_in.partition, committed_in.offset)
     from_committed = _members(delivered_src, committed_src)
+    wrong_value, wrongly_dead = (judged & from_committed & wrong for wrong in value_mismatches(
+        _lookup(delivered_src, committed_src, committed_in.digest, UNKNOWN_DIGEST),
+        delivered.digest if claimed is None else claimed))
+    report.wrong_value, report.wrongly_dead_lettered = int(np.count_nonzero(wrong_value)), int(np.count_nonzero(wrongly_dead))
     in_input = (delivered.src_offset >= 0) & _below(delivered.src_partition, delivered.src_offset,
                                                     committed_in.end_offsets)
     sources, deliveries = np.unique(delivered_src[judged & from_committed], return_counts=True)
@@ -338,7 +388,33 @@ def _judge(report: VerifyReport, delivered: TopicIndex, judged: np.ndarray, comm
     report.samples.update({"duplicates": np.unique(delivered.seq[duplicated])[:SAMPLE].tolist(),
                            "lost": expected.seq[lost][:SAMPLE].tolist(),
                            "unexpected": delivered.seq[unexpected][:SAMPLE].tolist(),
-                           "aborted_reads": delivered.seq[aborted][:SAMPLE].tolist()})
+                           "aborted_reads": delivered.seq[aborted][:SAMPLE].tolist(),
+                           "wrong_value": delivered.seq[wrong_value][:SAMPLE].tolist(),
+                           "wrongly_dead_lettered": delivered.seq[wrongly_dead][:SAMPLE].tolist()})
+
+
+def judgeable(partitions: np.ndarray, offsets: np.ndarray, stable: dict[int, int] | None) -> np.ndarray:
+    """Which deliveries can be judged now: those whose source is below the stable offsets read (live), or names another topic."""
+    return _below(partitions, offsets, stable) | (partitions == FOREIGN_SOURCE)
+
+
+def deleted_sources(partitions: np.ndarray, offsets: np.ndarray, log_start: dict[int, int]) -> np.ndarray:
+    """Which deliveries name an input offset below its partition's log start: retention deleted their source."""
+    return (partitions >= 0) & (offsets >= 0) & (offsets < _bounds(partitions, log_start))
+
+
+def claimed_digests(out: TopicIndex, dead: TopicIndex | None) -> np.ndarray:
+    """What each delivery (output, then dead letters) says process made of its source: its value's digest, or refusal."""
+    if dead is None:
+        return out.digest
+    return np.concatenate((out.digest, np.full(dead.seq.size, POISON_DIGEST, dtype=np.int64)))
+
+
+def value_mismatches(expected: np.ndarray, claimed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(wrong values, wrongly dead-lettered): deliveries whose claim is not their source's expected digest."""
+    wrong = (expected != UNKNOWN_DIGEST) & (claimed != UNKNOWN_DIGEST) & (expected != claimed)
+    refused = claimed == POISON_DIGEST
+    return wrong & ~refused, wrong & refused
 
 
 def _judge_keys(report: VerifyReport, delivered_keys: np.ndarray, expected_keys: np.ndarray) -> None:
@@ -354,7 +430,8 @@ def _judge_keys(report: VerifyReport, delivered_keys: np.ndarray, expected_keys:
 def _conclude(report: VerifyReport) -> VerifyReport:
     for name, count in (("duplicates", report.duplicates), ("lost", report.lost), ("unexpected", report.unexpected),
                         ("aborted_reads", report.aborted_reads), ("key_surplus", report.key_surplus),
-                        ("key_deficit", report.key_deficit), ("reordered", report.reordered), ("torn", report.torn)):
+                        ("key_deficit", report.key_deficit), ("reordered", report.reordered), ("torn", report.torn),
+                        ("wrong_value", report.wrong_value), ("wrongly_dead_lettered", report.wrongly_dead_lettered)):
         if count:
             report.violations.append(f"{name}: {count}")
     report.violations += [f"hanging: {h}" for h in report.hanging_partitions]

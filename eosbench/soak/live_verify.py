@@ -3,9 +3,9 @@
 After a fault the stable prefix is checked, and every transaction open at that moment must then
 end. The Spark job's output carries eos headers, so its check is `verify_live` on a `LiveLedger`:
 each round reads only the records written since the last and judges only them, against what the
-ledger keeps of the past (13 bytes per input offset), so a round costs what its new records
-cost, after days as after minutes. Kafka's copier writes no headers, so its output is matched by key with
-`verify(live=True)`, which reads only the new records but redoes its arithmetic over all of
+ledger keeps of the past (about 21 bytes per input offset from the log start), so a round costs
+what its new records cost, after days as after minutes. Kafka's copier writes no headers, so its
+output is matched by key with `verify(live=True)`, which reads only the new records but redoes its arithmetic over all of
 them. At the end, once the producer is fenced and the stream has drained its input, the full
 verifier reads everything afresh.
 """
@@ -41,7 +41,7 @@ class LiveVerifier:
 
     def __init__(self, pipeline: Pipeline):
         self.pipeline = pipeline
-        self.ledger = LiveLedger()  # eos headers: each round reads and judges only the records since the last
+        self.ledger = LiveLedger(pipeline.input_topic)  # eos headers: each round reads and judges only the records since the last
         self.indexes = IncrementalIndexes()  # matched by key: each round reads only the records since the last
         self.last_read_error: str | None = None  # why the last look at the group's offsets failed
         # Kafka's copier writes no eos headers: its output meets the input by key, and no torn check applies.

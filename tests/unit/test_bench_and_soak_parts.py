@@ -103,7 +103,7 @@ def test_incremental_indexes_read_from_after_the_last_record_held_and_append(mon
                   _index([], [], [], {0: 6, 1: 5, 2: 2})])
     starts = []
 
-    def fake_read_index(bootstrap, topic, isolation, with_src, start_offsets=None):
+    def fake_read_index(bootstrap, topic, isolation, with_src, start_offsets=None, **_):
         starts.append(start_offsets)
         return next(reads)
     monkeypatch.setattr(topic_index, "read_index", fake_read_index)

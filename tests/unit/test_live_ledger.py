@@ -1,8 +1,10 @@
 """The live ledger against the whole-held arithmetic, round for round, on seeded pipelines with every kind of fault.
 
-Each scenario writes input (committed records, aborted ones, markers), lets the stable offsets
-and the group's offsets move up, and delivers output with duplicates, losses, aborted reads,
-records without a source, reorderings, torn and split transactions and dead letters. After each
+Each scenario writes input (committed records, aborted ones, markers; poison records and
+tombstones; partitions whose log start is past 0), lets the stable offsets and the group's
+offsets move up, and delivers output with duplicates, losses, aborted reads, records without a
+source or naming another topic, records whose source was deleted, wrong values, good records
+dead-lettered and poison ones output, reorderings, torn and split transactions. After each
 round `LiveLedger.add` gets only the new records, and `judge_records` gets everything held, as
 `verify(live=True)` reads it; every count must be equal.
 """
@@ -13,17 +15,23 @@ import numpy as np
 import pytest
 
 from streaming.live_ledger import LiveLedger
-from streaming.verify import TopicIndex, VerifyReport, judge_records
+from streaming.topic_index import FOREIGN_SOURCE, POISON_DIGEST, TOMBSTONE_DIGEST, TopicIndex
+from streaming.verify import VerifyReport, judge_records
 
 COUNTS = ("input_committed", "output_committed", "dead_lettered", "duplicates", "lost", "unexpected", "aborted_reads",
-          "key_surplus", "key_deficit", "reordered", "transactions_checked", "torn")
+          "key_surplus", "key_deficit", "reordered", "transactions_checked", "torn", "wrong_value",
+          "wrongly_dead_lettered", "source_deleted")
 INPUTS, OUTPUTS = 3, 2
+LOG_START = (0, 7, 25)  # per input partition: retention deleted what lay below
 
 
-def index(rows: list[tuple], ends: dict[int, int], names: dict[int, str] | None = None) -> TopicIndex:
-    """An index from (seq, partition, offset, src partition, src offset, txn, txn records) rows."""
-    columns = list(zip(*rows)) if rows else [()] * 7
-    return TopicIndex(*(np.asarray(c, dtype=np.int64) for c in columns), dict(ends), dict(names or {}))
+def index(rows: list[tuple], ends: dict[int, int], names: dict[int, str] | None = None,
+          log_start: dict[int, int] | None = None) -> TopicIndex:
+    """An index from (seq, partition, offset, src partition, src offset, txn, txn records[, digest]) rows."""
+    width = len(rows[0]) if rows else 7
+    columns = [np.asarray(c, dtype=np.int64) for c in (zip(*rows) if rows else [()] * width)]
+    return TopicIndex(*columns[:7], dict(ends), dict(names or {}), digest=columns[7] if width > 7 else None,
+                      log_start=dict(log_start or {}))
 
 
 class Pipeline:
@@ -31,12 +39,13 @@ class Pipeline:
 
     def __init__(self, seed: int):
         self.rng = np.random.default_rng(seed)
-        self.input_end = dict.fromkeys(range(INPUTS), 0)
-        self.committed: dict[int, list[tuple[int, int]]] = {p: [] for p in range(INPUTS)}  # (offset, seq)
+        self.log_start = dict(enumerate(LOG_START))
+        self.input_end = dict(self.log_start)
+        self.committed: dict[int, list[tuple[int, int, int]]] = {p: [] for p in range(INPUTS)}  # (offset, seq, digest)
         self.aborted: dict[int, list[int]] = {p: [] for p in range(INPUTS)}
-        self.read_to = dict.fromkeys(range(INPUTS), 0)  # offsets the ledger's input reads reached
-        self.delivered_to = dict.fromkeys(range(INPUTS), 0)
-        self.stable = dict.fromkeys(range(INPUTS), 0)
+        self.read_to = dict(self.log_start)  # offsets the ledger's input reads reached
+        self.delivered_to = dict(self.log_start)
+        self.stable = dict(self.log_start)  # a last stable offset never lies below the log start
         self.cutoff = dict.fromkeys(range(INPUTS), 0)
         self.output_offset = {"out": [0] * OUTPUTS, "dead": [0] * OUTPUTS}
         self.seq = 0
@@ -50,7 +59,9 @@ class Pipeline:
                     self.aborted[p].append(offset)
                 else:
                     seq = self.seq if self.rng.random() > 0.05 else max(0, self.seq - 3)  # a repeated key now and then
-                    self.committed[p].append((offset, seq))
+                    kind = self.rng.random()
+                    digest = POISON_DIGEST if kind < 0.05 else TOMBSTONE_DIGEST if kind < 0.08 else seq * 7 + 1
+                    self.committed[p].append((offset, seq, digest))
                 self.seq += 1
                 self.input_end[p] += 2 if self.rng.random() < 0.1 else 1  # a marker now and then
 
@@ -65,9 +76,10 @@ class Pipeline:
         rows = []
         for p in range(INPUTS):
             low = getattr(self, "_input_read", {}).get(p, 0)
-            rows += [(seq, p, offset, -1, -1, -1, 0) for offset, seq in self.committed[p] if low <= offset < self.read_to[p]]
+            rows += [(seq, p, offset, -1, -1, -1, 0, digest) for offset, seq, digest in self.committed[p]
+                     if low <= offset < self.read_to[p]]
         self._input_read = dict(self.read_to)
-        return index(rows, self.input_end)
+        return index(rows, self.input_end, log_start=self.log_start)
 
     def deliver(self) -> tuple[TopicIndex, TopicIndex]:
         """Deliver the committed input up to a point, with faults, in transactions of a few records."""
@@ -75,39 +87,59 @@ class Pipeline:
         names: dict[str, dict[int, str]] = {"out": {}, "dead": {}}
         for p in range(INPUTS):
             upto = int(self.rng.integers(self.delivered_to[p], self.read_to[p] + 1))
-            sources = [(offset, seq) for offset, seq in self.committed[p] if self.delivered_to[p] <= offset < upto]
+            sources = [(offset, seq, digest) for offset, seq, digest in self.committed[p]
+                       if self.delivered_to[p] <= offset < upto]
             self.delivered_to[p] = upto
             records = []
-            for offset, seq in sources:
+            for offset, seq, digest in sources:
                 roll = self.rng.random()
                 if roll < 0.04:
                     continue  # lost
-                records.append((seq, p, offset))
+                records.append(self.routed(seq, p, offset, digest))
                 if roll > 0.96:
-                    records.append((seq, p, offset))  # duplicated
+                    records.append(self.routed(seq, p, offset, digest))  # duplicated
             if self.aborted[p] and self.rng.random() < 0.2:
-                records.append((10_000 + self.seq, p, int(self.rng.choice(self.aborted[p]))))  # an aborted read
+                records.append(("out", 10_000 + self.seq, p, int(self.rng.choice(self.aborted[p])), 5))  # aborted read
+            if self.log_start[p] and self.rng.random() < 0.2:
+                deleted = int(self.rng.integers(0, self.log_start[p]))
+                records.append(("out", 30_000 + self.seq, p, deleted, 5))  # its source was deleted
             if self.rng.random() < 0.1:
-                records.append((20_000 + self.seq, -1, -1))  # no eos.src
+                records.append(("out", 20_000 + self.seq, -1, -1, 5))  # no eos.src
+            if self.rng.random() < 0.1:
+                records.append(("dead", 40_000 + self.seq, FOREIGN_SOURCE, -1, 5))  # eos.src names another topic
             if len(records) > 2 and self.rng.random() < 0.2:
                 i = int(self.rng.integers(0, len(records) - 1))
                 records[i], records[i + 1] = records[i + 1], records[i]  # reordered
             while records:
                 size = int(self.rng.integers(1, 6))
                 batch, records = records[:size], records[size:]
-                topic = "dead" if self.rng.random() < 0.1 else "out"
                 self.token += 1
-                declared = len(batch) + (1 if self.rng.random() < 0.05 else 0)  # torn now and then
-                names[topic][self.token] = f"txn-{self.token}"
-                for seq, src_p, src_o in batch:
-                    out_p = int(self.rng.integers(0, OUTPUTS))
-                    offset = self.output_offset[topic][out_p]
-                    self.output_offset[topic][out_p] += 1
-                    rows[topic].append((seq, out_p, offset, src_p, src_o, self.token, declared))
-                for out_p in range(OUTPUTS):
-                    self.output_offset[topic][out_p] += 1  # the transaction's marker
+                for topic in rows:
+                    written = [record[1:] for record in batch if record[0] == topic]
+                    if not written:
+                        continue
+                    declared = len(written) + (1 if self.rng.random() < 0.05 else 0)  # torn now and then
+                    names[topic][self.token] = f"txn-{self.token}"
+                    for seq, src_p, src_o, digest in written:
+                        out_p = int(self.rng.integers(0, OUTPUTS))
+                        offset = self.output_offset[topic][out_p]
+                        self.output_offset[topic][out_p] += 1
+                        rows[topic].append((seq, out_p, offset, src_p, src_o, self.token, declared, digest))
+                    for out_p in range(OUTPUTS):
+                        self.output_offset[topic][out_p] += 1  # the transaction's marker
         ends = {topic: dict(enumerate(self.output_offset[topic])) for topic in rows}
         return (index(rows["out"], ends["out"], names["out"]), index(rows["dead"], ends["dead"], names["dead"]))
+
+    def routed(self, seq: int, partition: int, offset: int, digest: int) -> tuple:
+        """(topic, seq, source partition, source offset, digest) of one delivery: poison to the dead letters, now and
+        then wrongly, or with a wrong value."""
+        roll = self.rng.random()
+        poison = digest == POISON_DIGEST
+        if roll < 0.03:
+            poison = not poison  # a good record dead-lettered, or a poison one output
+        elif roll < 0.06 and not poison:
+            digest += 1  # a wrong value
+        return ("dead", seq, partition, offset, 0) if poison else ("out", seq, partition, offset, digest)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -128,7 +160,9 @@ def test_the_ledger_counts_what_the_whole_held_arithmetic_counts_after_every_rou
         judge_records(whole, committed_in, held_out, held_dead, dict(pipeline.cutoff), dict(pipeline.stable))
         running = ledger.add(new_in, new_out, new_dead, dict(pipeline.cutoff), dict(pipeline.stable))
         assert {name: getattr(running, name) for name in COUNTS} == {name: getattr(whole, name) for name in COUNTS}
-    faults = {name: getattr(running, name) for name in ("duplicates", "lost", "aborted_reads", "reordered", "torn")}
+    faults = {name: getattr(running, name) for name in ("duplicates", "lost", "aborted_reads", "reordered", "torn",
+                                                        "unexpected", "wrong_value", "wrongly_dead_lettered",
+                                                        "source_deleted")}
     assert all(faults.values()), f"seed {seed} left a fault kind out: {faults}"  # the scenario exercises every check
 
 
@@ -152,7 +186,7 @@ def test_a_read_ahead_and_the_rounds_read_give_what_one_read_gives(monkeypatch):
                   index([(3, 1, 1, -1, -1, -1, 0)], {0: 3, 1: 2})])  # the round's own read
     starts = []
 
-    def fake_read_index(bootstrap, topic, isolation, with_src, timeout_s=60.0, start_offsets=None):
+    def fake_read_index(bootstrap, topic, isolation, with_src, timeout_s=60.0, start_offsets=None, **_):
         starts.append((start_offsets, timeout_s))
         read = next(reads)
         if isinstance(read, Exception):
@@ -178,7 +212,7 @@ def test_a_round_whose_read_fails_keeps_what_it_read_for_the_next_try(monkeypatc
                           index([(1, 0, 0, 0, 0, -1, 0), (2, 0, 1, 0, 1, -1, 0)], {0: 2})])}
     starts = []
 
-    def fake_read_index(bootstrap, topic, isolation, with_src, timeout_s=60.0, start_offsets=None):
+    def fake_read_index(bootstrap, topic, isolation, with_src, timeout_s=60.0, start_offsets=None, **_):
         starts.append((topic, start_offsets))
         read = next(reads[topic])
         if isinstance(read, Exception):
@@ -192,3 +226,15 @@ def test_a_round_whose_read_fails_keeps_what_it_read_for_the_next_try(monkeypatc
     assert starts == [("in", {}), ("out", {}), ("in", {0: 1}), ("out", {})]
     assert committed_in.seq.tolist() == [1, 2], "the input read before the failure is judged at the next try"
     assert out.seq.tolist() == [1, 2]
+
+
+def test_the_ledger_holds_offsets_from_the_log_start_not_from_zero():
+    start = 2_000_000_000  # an input whose offsets reach 2e9: an array from offset 0 would need 16 GB per partition
+    committed = index([(seq, 0, start + seq, -1, -1, -1, 0) for seq in range(100)], {0: start + 100},
+                      log_start={0: start})
+    out = index([(seq, 0, seq, 0, start + seq, -1, 0) for seq in range(100)], {0: 100})
+    ledger = LiveLedger()
+    report = ledger.add(committed, out, None, {0: start + 100}, {0: start + 100})
+    assert (report.input_committed, report.output_committed, report.lost, report.duplicates) == (100, 100, 0, 0)
+    held = [array for kept in vars(ledger).values() if hasattr(kept, "arrays") for array in kept.arrays.values()]
+    assert len(held) == 4 and sum(array.nbytes for array in held) < 64 * 1024

@@ -65,3 +65,14 @@ def test_the_baseline_sinks_route_a_tombstone_to_the_output_and_only_poison_to_t
     [rows] = list(processed_rows(settings)(iter([batch])))
     assert rows.column("topic").to_pylist() == ["out", "out", "out.dlq"]
     assert rows.column("value").to_pylist() == [TRANSFORMS["checksum"](b"0", b"plain"), None, b"POISON record"]
+
+
+def test_verify_is_told_the_streams_process_and_refuses_an_unknown_one():
+    from eosbench.cli import build_parser
+    from streaming.verify import verify
+
+    def parsed(*flags: str):
+        return build_parser().parse_args(["verify", "--input-topic", "in", "--output-topic", "out", *flags])
+    assert parsed().process == "passthrough" and parsed("--process", "enrich").process == "enrich"
+    with pytest.raises(ValueError, match="process must be one of passthrough, checksum, enrich, not 'upper'"):
+        verify("127.0.0.1:1", "in", "out", process="upper")

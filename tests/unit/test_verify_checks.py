@@ -1,4 +1,4 @@
-"""The verifier's pure checks on hand-made indexes: torn, reordered, matching by key, group offsets."""
+"""The verifier's pure checks on hand-made indexes: torn, reordered, matching by key, group offsets, values, log start."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from conf.headers import read_txn_header, transaction_identity, txn_header
-from streaming.verify import (TopicIndex, VerifyReport, _judge, _members, committed_floors, group_offset_mismatches,
-                              reordered_pairs, sources_by_key, torn_transactions)
+from streaming.topic_index import FOREIGN_SOURCE, POISON_DIGEST, TOMBSTONE_DIGEST
+from streaming.verify import (TopicIndex, VerifyReport, _conclude, _judge, _members, committed_floors,
+                              group_offset_mismatches, judge_records, reordered_pairs, sources_by_key,
+                              torn_transactions)
 
 A, B, C = "0:3:00000000000000a", "1:3:00000000000000b", "*:4:00000000000000c"
 
@@ -131,3 +133,60 @@ def test_members_answers_as_np_isin_does(seed):
     assert np.array_equal(_members(values, pool), np.isin(values, pool))
     assert np.array_equal(_members(values, pool[:0]), np.zeros(values.size, dtype=bool))
     assert np.array_equal(_members(values[:0], pool), np.zeros(0, dtype=bool))
+
+
+def judged(inputs: list[tuple], out: list[tuple], dead: list[tuple] = (), log_start: int = 0) -> VerifyReport:
+    """judge_records, as the final verify runs it, over input partition 0 and one-partition outputs.
+
+    `inputs` are (seq, offset, expected digest); deliveries are (seq, source offset, value digest),
+    with FOREIGN_SOURCE for a source in another topic.
+    """
+    as_array = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
+    seq, offset, digest = (as_array(c) for c in (zip(*inputs) if inputs else [(), (), ()]))
+    empty = as_array([])
+    committed = TopicIndex(seq, np.zeros(seq.size, dtype=np.int64), offset, empty, empty, empty, empty,
+                           {0: int(offset.max(initial=-1)) + 1}, digest=digest, log_start={0: log_start})
+
+    def delivered(rows) -> TopicIndex:
+        seq, src, digest = (as_array(c) for c in (zip(*rows) if rows else [(), (), ()]))
+        src_partition = np.where(src == FOREIGN_SOURCE, FOREIGN_SOURCE, 0)
+        return TopicIndex(seq, np.zeros(seq.size, dtype=np.int64), np.arange(seq.size), src_partition,
+                          np.where(src == FOREIGN_SOURCE, -1, src), np.full(seq.size, -1), np.zeros(seq.size), {},
+                          digest=digest)
+    report = VerifyReport("in", "out")
+    judge_records(report, committed, delivered(out), delivered(dead), None, None)
+    return _conclude(report)
+
+
+def test_a_wrong_value_and_a_good_or_tombstone_record_dead_lettered_each_fail_the_run_apart():
+    inputs = [(0, 0, 100), (1, 1, 101), (2, 2, POISON_DIGEST), (3, 3, TOMBSTONE_DIGEST), (4, 4, 104),
+              (5, 5, POISON_DIGEST), (6, 6, TOMBSTONE_DIGEST)]
+    report = judged(inputs,
+                    out=[(0, 0, 100), (1, 1, 999), (3, 3, TOMBSTONE_DIGEST), (5, 5, 555)],  # 1: wrong; 5: poison output
+                    dead=[(2, 2, 0), (4, 4, 0), (6, 6, 0)])  # 4, a good record, and 6, a tombstone, dead-lettered
+    assert (report.wrong_value, report.wrongly_dead_lettered) == (2, 2)
+    assert report.samples["wrong_value"] == [1, 5] and report.samples["wrongly_dead_lettered"] == [4, 6]
+    assert report.duplicates == report.lost == report.unexpected == report.key_surplus == report.key_deficit == 0
+    assert report.violations == ["wrong_value: 2", "wrongly_dead_lettered: 2"]
+
+
+def test_poison_dead_lettered_and_a_tombstone_carried_are_right():
+    report = judged([(0, 0, POISON_DIGEST), (1, 1, TOMBSTONE_DIGEST), (2, 2, 7)],
+                    out=[(1, 1, TOMBSTONE_DIGEST), (2, 2, 7)], dead=[(0, 0, 0)])
+    assert report.ok and report.violations == []
+
+
+def test_a_record_whose_eos_src_names_another_topic_is_unexpected_not_a_delivery_of_the_input():
+    # Offset 1 of the input is never delivered; a record of another pipeline names position 0:1 of its own input.
+    report = judged([(0, 0, 5), (1, 1, 6)], out=[(0, 0, 5), (1, FOREIGN_SOURCE, 6)])
+    assert (report.unexpected, report.lost, report.duplicates) == (1, 1, 0)
+    assert report.samples["unexpected"] == [1] and report.samples["lost"] == [1]
+
+
+def test_deliveries_whose_source_retention_deleted_are_reported_apart_and_judged_no_further():
+    # The input's log start is 3: offsets 0..2 were deleted, their deliveries still stand in the output.
+    report = judged([(3, 3, 13), (4, 4, 14)], out=[(0, 0, 10), (1, 1, 11), (2, 2, 12), (3, 3, 13), (4, 4, 14)],
+                    log_start=3)
+    assert report.source_deleted == 3 and report.samples["source_deleted"] == [0, 1, 2]
+    assert report.aborted_reads == report.key_surplus == report.unexpected == report.lost == 0
+    assert report.ok, report.violations

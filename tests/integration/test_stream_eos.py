@@ -101,7 +101,8 @@ def test_replayed_batch_is_skipped_not_rewritten(bootstrap, spark, pipeline):
     assert_exactly_once(bootstrap, settings)
 
 
-@pytest.mark.parametrize("checkpoint", ["path", "hdfs"], indirect=True)
+# On HDFS, the cluster setup; the soak's kill-driver rounds cover a checkpoint on the local disk.
+@pytest.mark.parametrize("checkpoint", ["hdfs"], indirect=True)
 def test_driver_killed_after_sink_commit_before_spark_commit_log(bootstrap, pipeline, checkpoint, tmp_path):
     settings = pipeline()
     args = ["--input-topic", settings.input_topic, "--output-topic", settings.output_topic, "--bootstrap-server",

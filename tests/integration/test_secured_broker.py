@@ -6,7 +6,8 @@ import pytest
 
 from conf.client_config import ClientConfig
 from conf.settings import load_properties
-from eosbench.console.errors import BadInput, EnvironmentProblem
+from conf.failures import ACLS_HINT, AuthorizationFailure
+from eosbench.console.errors import EnvironmentProblem
 from eosbench.local.kafka_admin import cluster_metadata, create_topic
 from tests.unit.test_cli_errors import run_eosbench
 
@@ -44,6 +45,6 @@ def test_a_new_scram_user_holds_no_acl(secured_cluster, secured_bootstrap, secur
     alice = ClientConfig.load(secured_cluster.add_scram_user("alice", "alice-secret-1")).connection(None)
     assert topic in cluster_metadata(secured_cluster.connection).topics
     assert topic not in cluster_metadata(alice).topics  # logged in, sees nothing
-    with pytest.raises(BadInput) as denied:
+    with pytest.raises(AuthorizationFailure) as denied:  # the environment's refusal (exit 3), naming the topic
         create_topic(alice, "alice-topic", 1, 1)
-    assert str(denied.value) == "cannot create topic 'alice-topic': Authorization failed."
+    assert str(denied.value) == f"TOPIC_AUTHORIZATION_FAILED on alice-topic: {ACLS_HINT}"

@@ -9,8 +9,6 @@ step ends in the verifier's exact multisets.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
@@ -38,7 +36,7 @@ def assert_exact(bootstrap: str, settings: StreamSettings, app_id: str | None = 
 
 
 def test_lost_offsets_are_refused_in_every_start_and_output_is_the_exact_way_back(bootstrap, spark, new_topic,
-                                                                                  tmp_path):
+                                                                                  tmp_path, capsys):
     source, sink = new_topic(partitions=3, prefix="in"), new_topic(partitions=3, prefix="out")
     create_topic(bootstrap, f"{sink}.dlq", 1, 1)
     produce(bootstrap, source, 5_000, records_per_transaction=250, abort_ratio=0.3, seed=25)
@@ -63,15 +61,15 @@ def test_lost_offsets_are_refused_in_every_start_and_output_is_the_exact_way_bac
     shutil.rmtree(checkpoint)
     flags = ["--input-topic", source, "--output-topic", sink, "--bootstrap-server", bootstrap,
              "--app-id", settings.app_id, "--checkpoint", str(checkpoint)]
-    default = subprocess.run([sys.executable, "-m", "eosbench.cli", "stream", *flags], capture_output=True, text=True,
-                             timeout=300)
-    assert default.returncode == 2, default.stderr[-2000:]
-    assert default.stderr.strip().splitlines()[-1].startswith(
-        f"eosbench: error: --starting-offsets earliest: group '{settings.app_id}' has no committed offset for"
-        f" {source} partition(s) 0, 1, 2 although they hold records")
-    with pytest.raises(SystemExit) as exited:  # the same refusal, from spark-submit's entry point, with group
-        job.main([*flags, "--starting-offsets", "group"])
-    assert exited.value.code == 2
+    for start in ([], ["--starting-offsets", "group"]):  # spark-submit's entry point, in this process's session
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exited:
+            job.main([*flags, *start])
+        assert exited.value.code == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+            f"streaming/job.py: error: --starting-offsets {start[-1] if start else 'earliest'}: group"
+            f" '{settings.app_id}' has no committed offset for {source} partition(s) 0, 1, 2 although they hold"
+            " records")
     assert_exact(bootstrap, settings)
 
     # The way back the refusals name: each partition resumes after its last delivered record.

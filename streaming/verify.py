@@ -271,7 +271,10 @@ def verify(bootstrap: str | Connection, input_topic: str, output_topic: str, app
         inputs = [committed_in] + ([all_in] if all_in is not None else [])
         out = sources_by_key(out, inputs)
         dead = sources_by_key(dead, inputs) if dead is not None else None
-    judge_records(report, committed_in, out, dead, cutoff, stable)
+    # Matched by key, a delivery's source is found among the records held, never a missing one.
+    compacted = all_in if all_in is not None and match_by == "source" and input_is_compacted(bootstrap, input_topic) \
+        else None
+    judge_records(report, committed_in, out, dead, cutoff, stable, compacted)
 
     if live:
         return _conclude(report)
@@ -303,10 +306,17 @@ def live_bounds(bootstrap: str | Connection, input_topic: str, app_id: str, outp
 
 
 def judge_records(report: VerifyReport, committed_in: TopicIndex, out: TopicIndex, dead: TopicIndex | None,
-                  cutoff: dict[int, int] | None, stable: dict[int, int] | None) -> None:
-    """The record, value, key, order and whole-transaction checks over everything held (live: cutoff and stable given)."""
+                  cutoff: dict[int, int] | None, stable: dict[int, int] | None,
+                  compacted_input: TopicIndex | None = None) -> None:
+    """The record, value, key, order and whole-transaction checks over everything held (live: cutoff and stable given).
+
+    `compacted_input` is the whole input read read_uncommitted when the input is compacted: a
+    delivery whose source is missing from it, although above the log start, was compacted away.
+    """
     delivered = TopicIndex.concatenated(out, dead) if dead is not None else out
     deleted = deleted_sources(delivered.src_partition, delivered.src_offset, committed_in.log_start)
+    if compacted_input is not None:
+        deleted |= compacted_away(delivered, compacted_input)
     report.source_deleted = int(np.count_nonzero(deleted))
     report.samples["source_deleted"] = delivered.seq[deleted][:SAMPLE].tolist()
     committed_in = committed_in.from_log_start()
@@ -401,6 +411,35 @@ def judgeable(partitions: np.ndarray, offsets: np.ndarray, stable: dict[int, int
 def deleted_sources(partitions: np.ndarray, offsets: np.ndarray, log_start: dict[int, int]) -> np.ndarray:
     """Which deliveries name an input offset below its partition's log start: retention deleted their source."""
     return (partitions >= 0) & (offsets >= 0) & (offsets < _bounds(partitions, log_start))
+
+
+def compacted_away(delivered: TopicIndex, compacted_input: TopicIndex) -> np.ndarray:
+    """Which deliveries name an input offset inside the log that no record holds any more: compaction removed it.
+
+    Only for a compacted input: in any other log the only offsets without a record are
+    transaction markers, and a delivery naming one is a sink's error (an aborted read).
+    """
+    inside = ((delivered.src_partition >= 0) & (delivered.src_offset >= 0)
+              & (delivered.src_offset < _bounds(delivered.src_partition, compacted_input.end_offsets)))
+    held = _members(_pack(delivered.src_partition, delivered.src_offset),
+                    _pack(compacted_input.partition, compacted_input.offset))
+    return inside & ~held
+
+
+def input_is_compacted(bootstrap: str | Connection, topic: str) -> bool:
+    """True if the topic's cleanup.policy compacts; False where it deletes, or where its configuration is not readable."""
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    admin = AdminClient(connection(bootstrap).librdkafka(), logger=CLIENT_LOG)
+    try:
+        future = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
+        config = next(iter(future.values())).result(timeout=30)
+        return "compact" in config["cleanup.policy"].value
+    except (KafkaException, KeyError, FutureTimeout):  # a principal without DescribeConfigs is judged strictly
+        return False
 
 
 def claimed_digests(out: TopicIndex, dead: TopicIndex | None) -> np.ndarray:

@@ -135,11 +135,13 @@ def test_members_answers_as_np_isin_does(seed):
     assert np.array_equal(_members(values[:0], pool), np.zeros(0, dtype=bool))
 
 
-def judged(inputs: list[tuple], out: list[tuple], dead: list[tuple] = (), log_start: int = 0) -> VerifyReport:
+def judged(inputs: list[tuple], out: list[tuple], dead: list[tuple] = (), log_start: int = 0,
+           compacted_held: list[int] | None = None) -> VerifyReport:
     """judge_records, as the final verify runs it, over input partition 0 and one-partition outputs.
 
     `inputs` are (seq, offset, expected digest); deliveries are (seq, source offset, value digest),
-    with FOREIGN_SOURCE for a source in another topic.
+    with FOREIGN_SOURCE for a source in another topic. `compacted_held`: the input is compacted, and
+    these offsets still hold a record (read_uncommitted).
     """
     as_array = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
     seq, offset, digest = (as_array(c) for c in (zip(*inputs) if inputs else [(), (), ()]))
@@ -153,8 +155,13 @@ def judged(inputs: list[tuple], out: list[tuple], dead: list[tuple] = (), log_st
         return TopicIndex(seq, np.zeros(seq.size, dtype=np.int64), np.arange(seq.size), src_partition,
                           np.where(src == FOREIGN_SOURCE, -1, src), np.full(seq.size, -1), np.zeros(seq.size), {},
                           digest=digest)
+    compacted = None
+    if compacted_held is not None:
+        held = as_array(compacted_held)
+        compacted = TopicIndex(held, np.zeros(held.size, dtype=np.int64), held, empty, empty, empty, empty,
+                               committed.end_offsets, log_start={0: log_start})
     report = VerifyReport("in", "out")
-    judge_records(report, committed, delivered(out), delivered(dead), None, None)
+    judge_records(report, committed, delivered(out), delivered(dead), None, None, compacted)
     return _conclude(report)
 
 
@@ -190,3 +197,15 @@ def test_deliveries_whose_source_retention_deleted_are_reported_apart_and_judged
     assert report.source_deleted == 3 and report.samples["source_deleted"] == [0, 1, 2]
     assert report.aborted_reads == report.key_surplus == report.unexpected == report.lost == 0
     assert report.ok, report.violations
+
+
+def test_deliveries_whose_source_compaction_removed_are_reported_apart_only_for_a_compacted_input():
+    # Offsets 1 and 2 were committed, delivered, then compacted away; the input ends at offset 4.
+    inputs, out = [(0, 0, 10), (3, 3, 13)], [(0, 0, 10), (1, 1, 11), (2, 2, 12), (3, 3, 13)]
+    compacted = judged(inputs, out=out, compacted_held=[0, 3])
+    assert compacted.source_deleted == 2 and compacted.samples["source_deleted"] == [1, 2]
+    assert compacted.ok, compacted.violations
+    strict = judged(inputs, out=out)  # a log that deletes never loses a record above its start
+    assert strict.aborted_reads == 2 and not strict.ok
+    beyond = judged(inputs, out=[*out, (9, 4, 14)], compacted_held=[0, 3])
+    assert beyond.source_deleted == 2 and beyond.unexpected == 1, "past the input's end is unexpected, compacted or not"

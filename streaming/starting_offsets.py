@@ -22,19 +22,17 @@ dead-lettered (found there), so reading it again writes nothing twice.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 
 from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
-from conf.failures import authorization_failure
 from conf.headers import SRC_HEADER
 from conf.watermarks import watermark_offsets
 from streaming.sink_group import CommittedOffset, SinkPreconditionError, read_committed_offsets
+from streaming.topic_index import records_to_end, source_position, topic_reader
 
 # startingOffsets' JSON for "the partition's earliest offset".
 EARLIEST = -2
-PROGRESS_EVERY_S = 5.0
 
 
 def _consumer(bootstrap: str | Connection, **config):
@@ -66,57 +64,29 @@ def delivered_source_ends(bootstrap: str | Connection, input_topic: str, topics:
                           on_progress: Callable[[str], None] | None = None) -> dict[int, int]:
     """Per input partition, the offset after the highest one whose record these topics hold (read_committed).
 
-    Reads every record's eos.src header; only records of `input_topic` count. `on_progress`
-    receives a line every few seconds of a long read.
+    Reads every record's eos.src header; only records of `input_topic` count, and only the
+    highest offset per partition is kept, however long the topics. `on_progress` receives a
+    line every few seconds of a long read.
     """
-    from confluent_kafka import KafkaError, TopicPartition
-
-    consumer = _consumer(bootstrap, **{"group.id": "eosbench-recovery", "enable.partition.eof": True})
-    prefix = f"{input_topic}:".encode()
     ends: dict[int, int] = {}
-    try:
-        metadata = consumer.list_topics(timeout=timeout_s).topics
-        bounds = {(topic, p): watermark_offsets(consumer, topic, p, timeout_s)
-                  for topic in topics if topic in metadata for p in metadata[topic].partitions}
-        live = {tp: (low, high) for tp, (low, high) in bounds.items() if high > low}
-        total = sum(high - low for low, high in live.values())
-        consumer.assign([TopicPartition(topic, p, low) for (topic, p), (low, _) in live.items()])
-        at_end: set[tuple[str, int]] = set()
-        read = 0
-        idle_since = reported = time.monotonic()
-        while len(at_end) < len(live):
-            messages = consumer.consume(10_000, timeout=0.2)
-            now = time.monotonic()
-            if not messages:
-                if now - idle_since > timeout_s:
-                    raise TimeoutError(f"{', '.join(topics)}: no end of partition within {timeout_s:g} s")
+    for topic in topics:
+        def report(read: int, total: int, topic: str = topic) -> None:
+            on_progress(f"reading {topic} for the last delivered {input_topic} offsets: {read:,} of about"
+                        f" {total:,} records")
+        consumer = topic_reader(bootstrap, "read_committed")
+        try:
+            records = records_to_end(consumer, topic, timeout_s, on_progress=report if on_progress else None)
+            try:
+                next(records)  # the partitions' bounds
+            except ValueError:  # a topic that does not exist holds nothing
                 continue
-            idle_since = now
-            for message in messages:
-                error = message.error()
-                where = (message.topic(), message.partition())
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        at_end.add(where)
-                    elif error.code() != KafkaError.GROUP_AUTHORIZATION_FAILED:  # the group is a name only
-                        raise authorization_failure(error, where[0]) or RuntimeError(f"{where[0]}: {error.str()}")
-                    continue
-                if message.offset() >= live[where][1] - 1:
-                    at_end.add(where)
-                read += 1
-                for name, value in message.headers() or ():
-                    if name == SRC_HEADER and value and value.startswith(prefix):
-                        _, partition, offset = value.rsplit(b":", 2)
-                        partition, after = int(partition), int(offset) + 1
-                        if after > ends.get(partition, -1):
-                            ends[partition] = after
-                        break
-            if on_progress and now - reported >= PROGRESS_EVERY_S:
-                reported = now
-                on_progress(f"reading {', '.join(topics)} for the last delivered {input_topic} offsets:"
-                            f" {read:,} of about {total:,} records")
-    finally:
-        consumer.close()
+            for message in records:
+                header = next((value for name, value in message.headers() or () if name == SRC_HEADER), None)
+                partition, offset = source_position(header, input_topic)
+                if partition >= 0 and offset + 1 > ends.get(partition, -1):
+                    ends[partition] = offset + 1
+        finally:
+            consumer.close()
     return ends
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,6 +43,7 @@ UNKNOWN_DIGEST = -1  # read without the pipeline's process, or built by hand
 TOMBSTONE_DIGEST = -2
 POISON_DIGEST = -3
 FOREIGN_SOURCE = -2
+PROGRESS_EVERY_S = 5.0  # a long read reports how far it got this often (records_to_end)
 _INTEGER_FIELDS = ("seq", "partition", "offset", "src_partition", "src_offset", "txn", "txn_records", "digest")
 
 
@@ -123,6 +125,61 @@ def topic_reader(bootstrap: str | Connection, isolation: str) -> Consumer:
         "enable.partition.eof": True, "auto.offset.reset": "earliest"}), logger=CLIENT_LOG)
 
 
+def records_to_end(consumer, topic: str, timeout_s: float = 60.0, start_offsets: dict[int, int] | None = None,
+                   on_progress: Callable[[int, int], None] | None = None) -> Iterator:
+    """Yield a topic's records, from start_offsets (else the log start) to the end offsets seen when the read began.
+
+    Ends by itself: a topic still being written never shows its end to a reader that keeps
+    receiving records. The first item is {partition: (log start, end)}, then each record's
+    message. `on_progress(read, total)` is called every PROGRESS_EVERY_S of a long read.
+    """
+    start = start_offsets or {}
+    metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    if metadata is None or metadata.error is not None:
+        raise ValueError(f"topic {topic!r} does not exist")
+    bounds = {p: watermark_offsets(consumer, topic, p, timeout_s) for p in metadata.partitions}
+    yield bounds
+    first = {p: max(start.get(p, 0), low) for p, (low, _) in bounds.items()}
+    live = [p for p, (_, end) in bounds.items() if end > first[p]]
+    total = sum(bounds[p][1] - first[p] for p in live)
+    consumer.assign([TopicPartition(topic, p, first[p]) for p in live])
+    at_end: set[int] = set()
+    read = 0
+    idle_since = reported = time.monotonic()
+    while len(at_end) < len(live):
+        # consume() waits its whole timeout unless 10,000 messages arrive, so keep it short
+        # and bound the silence instead.
+        messages = consumer.consume(10_000, timeout=0.2)
+        now = time.monotonic()
+        if not messages:
+            if now - idle_since > timeout_s:
+                raise TimeoutError(f"{topic}: no end of partition within {timeout_s} s")
+            continue
+        idle_since = now
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+                    continue
+                if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    # The reader's group is a name only (it assigns and commits nothing), but
+                    # librdkafka still looks its coordinator up: a principal needs no ACL for it.
+                    continue
+                raise authorization_failure(error, topic) or RuntimeError(f"{topic}: {error.str()}")
+            partition, offset = message.partition(), message.offset()
+            end = bounds[partition][1]
+            if offset >= end - 1:
+                at_end.add(partition)
+                if offset >= end:
+                    continue
+            read += 1
+            yield message
+        if on_progress and now - reported >= PROGRESS_EVERY_S:
+            reported = now
+            on_progress(read, total)
+
+
 def read_index(bootstrap: str | Connection, topic: str, isolation: str, with_src: bool, timeout_s: float = 60.0,
                start_offsets: dict[int, int] | None = None, source_topic: str | None = None,
                process: Transform | None = None) -> TopicIndex:
@@ -131,79 +188,48 @@ def read_index(bootstrap: str | Connection, topic: str, isolation: str, with_src
     `source_topic`: the input that eos.src must name (else the record's source is FOREIGN_SOURCE).
     `process`: keep each record's expected_digest under it, instead of its value_digest.
     """
-    start = start_offsets or {}
     consumer = topic_reader(bootstrap, isolation)
     seqs, partitions, offsets, src_partitions, src_offsets, txns, txn_records = [], [], [], [], [], [], []
     digests: list[int] = []
     txn_names: dict[int, str] = {}
     try:
-        metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        if metadata is None or metadata.error is not None:
-            raise ValueError(f"topic {topic!r} does not exist at {bootstrap}")
-        log_start, ends = {}, {}
-        for p in metadata.partitions:
-            log_start[p], ends[p] = watermark_offsets(consumer, topic, p, timeout_s)
-        first = {p: max(start.get(p, 0), log_start[p]) for p in ends}
-        live = [p for p, end in ends.items() if end > first[p]]
-        consumer.assign([TopicPartition(topic, p, first[p]) for p in live])
-        at_end: set[int] = set()
-        idle_since = time.monotonic()
-        while len(at_end) < len(live):
-            # consume() waits its whole timeout unless 10,000 messages arrive, so keep it short
-            # and bound the silence instead.
-            messages = consumer.consume(10_000, timeout=0.2)
-            if not messages:
-                if time.monotonic() - idle_since > timeout_s:
-                    raise TimeoutError(f"{topic}: no end of partition within {timeout_s} s")
-                continue
-            idle_since = time.monotonic()
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        at_end.add(message.partition())
-                        continue
-                    if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
-                        # The reader's group is a name only (it assigns and commits nothing), but
-                        # librdkafka still looks its coordinator up: a principal needs no ACL for it.
-                        continue
-                    raise authorization_failure(error, topic) or RuntimeError(f"{topic}: {error.str()}")
-                # A topic still being written never shows its end to a reader that keeps receiving
-                # records, so a read ends at the end offsets it saw when it began.
-                partition, offset = message.partition(), message.offset()
-                if offset >= ends[partition] - 1:
-                    at_end.add(partition)
-                    if offset >= ends[partition]:
-                        continue
-                key, value = message.key(), message.value()
-                seqs.append(key_id(key))
-                partitions.append(partition)
-                offsets.append(offset)
-                digests.append(value_digest(value) if process is None else expected_digest(process, key, value))
-                if with_src:
-                    headers = dict(message.headers() or [])
-                    src_partition, src_offset = _source(headers.get(SRC_HEADER), source_topic)
-                    src_partitions.append(src_partition)
-                    src_offsets.append(src_offset)
-                    txn = headers.get(TXN_HEADER)
-                    if txn is None:
-                        txns.append(-1)
-                        txn_records.append(0)
-                    else:
-                        identity, token, records = read_txn_header(txn)
-                        txns.append(token)
-                        txn_records.append(records)
-                        if token not in txn_names:
-                            txn_names[token] = identity.decode()
+        records = records_to_end(consumer, topic, timeout_s, start_offsets)
+        try:
+            bounds = next(records)
+        except ValueError:
+            raise ValueError(f"topic {topic!r} does not exist at {bootstrap}") from None
+        for message in records:
+            key, value = message.key(), message.value()
+            seqs.append(key_id(key))
+            partitions.append(message.partition())
+            offsets.append(message.offset())
+            digests.append(value_digest(value) if process is None else expected_digest(process, key, value))
+            if with_src:
+                headers = dict(message.headers() or [])
+                src_partition, src_offset = source_position(headers.get(SRC_HEADER), source_topic)
+                src_partitions.append(src_partition)
+                src_offsets.append(src_offset)
+                txn = headers.get(TXN_HEADER)
+                if txn is None:
+                    txns.append(-1)
+                    txn_records.append(0)
+                else:
+                    identity, token, records_in_txn = read_txn_header(txn)
+                    txns.append(token)
+                    txn_records.append(records_in_txn)
+                    if token not in txn_names:
+                        txn_names[token] = identity.decode()
     finally:
         consumer.close()
     as_array = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
+    log_start = {p: low for p, (low, _) in bounds.items()}
+    ends = {p: end for p, (_, end) in bounds.items()}
     return TopicIndex(*(as_array(values) for values in (seqs, partitions, offsets, src_partitions, src_offsets,
                                                         txns, txn_records)), ends, txn_names,
                       digest=as_array(digests), log_start=log_start)
 
 
-def _source(header: bytes | None, source_topic: str | None) -> tuple[int, int]:
+def source_position(header: bytes | None, source_topic: str | None) -> tuple[int, int]:
     """(partition, offset) of an eos.src value; (-1, -1) without one, FOREIGN_SOURCE for another topic or garbage."""
     if header is None:
         return -1, -1

@@ -423,6 +423,20 @@ def python_locations(spark) -> dict:
             "tasks": spark.sparkContext.parallelize(range(tasks), tasks).mapPartitions(_where_this_python_is).collect()}
 
 
+def _exit_after_spark(spark, parser: argparse.ArgumentParser, status: int, exc: Exception) -> None:
+    """Stop Spark quietly, then exit with the failure's one line as the job's last words.
+
+    Left to the interpreter's exit, Spark stops after the line is printed, and a cluster's
+    executors closing their connections log stack traces below it (a soak's NameNode kill did).
+    """
+    try:
+        spark.sparkContext.setLogLevel("OFF")
+        spark.stop()
+    except Exception:  # a failed stop must not hide why the job failed
+        pass
+    parser.exit(status, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     """spark-submit entry point."""
     from pydantic import ValidationError
@@ -442,11 +456,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         summary = run(spark, settings)
     except SettingsError as exc:  # the sink refused the query or the group: nothing was committed
-        parser.exit(2, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
+        _exit_after_spark(spark, parser, 2, exc)
     except EnvironmentFailure as exc:  # a missing ACL, or what the query ran on stopped: the CLI contract's exit 3
-        parser.exit(3, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
+        _exit_after_spark(spark, parser, 3, exc)
     except RunFailed as exc:  # the sink's own check failed (an exactly-once violation)
-        parser.exit(1, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
+        _exit_after_spark(spark, parser, 1, exc)
     if args.report_python:
         summary.python = python_locations(spark)
     print(summary.to_json())

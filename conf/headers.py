@@ -36,9 +36,9 @@ TXN_HEADER = "eos.txn"
 BATCH_SCOPE_PARTITION = "*"
 
 
-def transaction_identity(partition: int | None, batch_id: int) -> bytes:
-    """A new identity for one attempt of a transaction (partition None: batch scope)."""
-    covered = BATCH_SCOPE_PARTITION if partition is None else partition
+def transaction_identity(covered: int | str | None, batch_id: int) -> bytes:
+    """A new identity for one attempt of a transaction: its partition, `slot<k>`, or None for batch scope."""
+    covered = BATCH_SCOPE_PARTITION if covered is None else covered
     return f"{covered}:{batch_id}:{secrets.randbits(60):015x}".encode()
 
 

@@ -17,7 +17,8 @@ from conf.settings import (DEFAULT_BOOTSTRAP, SettingsError, metrics_linger_seco
 
 Sink = Literal["kafka-eos", "kafka-alo", "delta"]
 SinkClient = Literal["librdkafka", "kafka-python"]
-TxnScope = Literal["partition", "batch"]
+TxnScope = Literal["partition", "slot", "batch"]
+OutputPartitioning = Literal["key", "input"]
 Process = Literal["passthrough", "checksum", "enrich"]
 StartingOffsets = Literal["earliest", "latest", "group", "output"]
 _INTERVAL = re.compile(r"^\d+(\.\d+)?\s*(ms|milliseconds?|s|seconds?|min|minutes?)$")
@@ -73,6 +74,8 @@ class StreamSettings(BaseModel):
     app_id: str = "eosbench"
     sink: Sink = "kafka-eos"
     txn_scope: TxnScope = "partition"
+    txn_slots: int | None = None  # slot scope's G; None: the job's total executor cores
+    output_partitioning: OutputPartitioning = "key"
     pre_register_partitions: bool = False
     sink_client: SinkClient | None = None  # None: librdkafka, or kafka-python with pre-registration
     process: Process = "passthrough"
@@ -124,6 +127,12 @@ class StreamSettings(BaseModel):
         if self.visibility_observed and self.sink != "kafka-eos":
             raise SettingsError("--observe-visibility and --visibility-log apply to --sink kafka-eos only (its records"
                                 " name their transaction)")
+        if self.txn_slots is not None and (self.txn_scope != "slot" or self.sink != "kafka-eos"):
+            raise SettingsError("--txn-slots applies to --sink kafka-eos --txn-scope slot only")
+        if self.txn_slots is not None and self.txn_slots < 1:
+            raise SettingsError("--txn-slots must be at least 1")
+        if self.output_partitioning != "key" and self.sink != "kafka-eos":
+            raise SettingsError("--output-partitioning input applies to --sink kafka-eos only")
         if self.max_retries < 0:
             raise SettingsError("--max-retries must be at least 0")
         if self.metrics_linger is not None and self.metrics_linger < 0:

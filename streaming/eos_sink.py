@@ -6,6 +6,24 @@ partition with new offsets, runs the tasks (`streaming/sink_task.py`, which hold
 steps, the producer cache and one transaction), merges their stats, commits the group's offsets
 over slices that held only aborted records, and in batch scope runs the one transaction itself.
 Between batches its `OffsetKeeper` re-commits offsets no batch committed lately.
+
+Slot scope (`--txn-scope slot`) is exactly-once for the reasons partition scope is, with the
+slot's id in place of the partition's:
+
+- **One writer per partition per batch.** The driver coalesces the batch's Spark partitions into
+  at most G tasks (no shuffle) on the JVM, reads from that very RDD which input partitions each
+  coalesced partition k holds, and runs the tasks on it. Task k refuses any record outside its
+  slot's partitions and ranges, so in one batch only T(k) = `<app-id>.slot.<k>` commits them.
+- **Every attempt of slot k shares T(k).** A retry's new producer fences the attempt before it,
+  so c, read after Step 1, is still true at commit time, and Step 3 drops what is committed.
+- **A partition that changes slot.** Coalesce groups by preferred location and by which ranges
+  hold offsets, so a partition can belong to slot k in one batch and slot j in the next, and a
+  restart can change G. A writer of T(k) fenced in batch b cannot commit, but one that no later
+  attempt of T(k) fenced (a previous driver's executor, or a slot id the new map no longer
+  uses) could still commit a partition that T(j) now owns. So every commit records its slot and
+  G in the offset metadata, and the driver runs `init_transactions` on every old and new slot id
+  before any task of a batch runs: at driver start, and whenever a partition's slot differs from
+  the slot of its last commit. A zombie of the old map is then fenced before T(j) reads c.
 """
 
 from __future__ import annotations
@@ -32,9 +50,16 @@ from streaming.sink_group import (
     check_scope,
     read_committed_offsets,
 )
+from streaming import sink_clients as clients
 from streaming.sink_clients import group_offsets_of
-from streaming.sink_task import SINK_LOG, partition_task, run_transaction
-from streaming.task_plan import KEEP_COMMITTED, ExactlyOnceViolation, TaskPlan, transactional_id
+from streaming.sink_task import SINK_LOG, partition_task, run_transaction, slot_task
+from streaming.task_plan import (
+    KEEP_COMMITTED,
+    ExactlyOnceViolation,
+    TaskPlan,
+    slot_transactional_id,
+    transactional_id,
+)
 from streaming.starting_offsets import first_batch_written_again
 from streaming.stats import STATS_SCHEMA, BatchStats
 
@@ -113,6 +138,65 @@ def _refusal_in(exc: Exception) -> Exception | None:
     return java_authorization_failure(text)
 
 
+def _check_output_partitions(client, settings: StreamSettings, input_partitions: int) -> None:
+    """Refuse `--output-partitioning input` when the output or dead-letter topic has fewer partitions than the input."""
+    for topic in (settings.output_topic, settings.dead_letter):
+        found = client.list_topics(topic, timeout=30).topics.get(topic)
+        count = len(found.partitions) if found is not None and found.error is None else 0
+        if count < input_partitions:
+            raise SinkPreconditionError(
+                f"--output-partitioning input sends each record to the partition numbered as its input's, but"
+                f" {topic!r} has {count} partitions for {settings.input_topic!r}'s {input_partitions}; add"
+                f" partitions to it (kafka-topics --alter --partitions {input_partitions}) or use"
+                " --output-partitioning key")
+
+
+def default_slots(spark) -> int:
+    """Slot scope's default G: the job's total executor cores (spark.cores.max, or instances times cores)."""
+    conf = spark.sparkContext.getConf()
+    if conf.contains("spark.cores.max"):
+        return int(conf.get("spark.cores.max"))
+    if conf.contains("spark.executor.instances") and conf.contains("spark.executor.cores"):
+        return int(conf.get("spark.executor.instances")) * int(conf.get("spark.executor.cores"))
+    return spark.sparkContext.defaultParallelism
+
+
+def _slot_map(coalesced, planned: tuple | None, plan: TaskPlan, topic: str) -> tuple[tuple[int, ...], ...]:
+    """Per slot k (coalesced partition k), the input partitions Spark grouped into it; refuse a batch it splits.
+
+    Every input partition with new offsets must lie in one slot, whole: its pieces (minPartitions
+    may cut it) together read exactly its range in this batch.
+    """
+    if planned is None:
+        raise SinkPreconditionError(f"batch {plan.batch_id}: the sink cannot read which Kafka ranges the batch's Spark"
+                                    " partitions hold (a shuffle before the sink?); slot scope needs them")
+    pieces: dict[int, list[tuple[int, int, int]]] = {}
+    slots = []
+    for k, partition in enumerate(coalesced.partitions()):
+        mine = set()
+        for index in partition.parentsIndices():
+            _, p, start, end = planned[index]
+            pieces.setdefault(p, []).append((k, start, end))
+            mine.add(p)
+        slots.append(tuple(sorted(mine)))
+    for p, held in pieces.items():
+        ranges = sorted((start, end) for _, start, end in held)
+        whole = (plan.start_offsets.get(p, 0), plan.end_offsets.get(p, -1))
+        contiguous = all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+        if len({k for k, _, _ in held}) != 1 or not contiguous or (ranges[0][0], ranges[-1][1]) != whole:
+            raise SinkPreconditionError(
+                f"batch {plan.batch_id}: {topic}[{p}]'s range {whole[0]}..{whole[1]} is read as"
+                f" {[(k, start, end) for k, start, end in sorted(held)]} (slot, from, until): slot scope needs each"
+                " Kafka partition whole in one slot")
+    return tuple(slots)
+
+
+def partitions_changing_slot(slot_partitions, slot_of: dict[int, tuple[int, int]], slots: int) -> dict:
+    """The partitions whose slot in this batch's map differs from the (k, G) of their last commit, with that (k, G)."""
+    return {p: slot_of[p] for k, mine in enumerate(slot_partitions) for p in mine
+            if slot_of.get(p, (k, slots)) != (k, slots)}
+
+
 class TransactionalSink:
     """The foreachBatch function: plans each batch on the driver, runs the tasks, merges stats."""
 
@@ -131,10 +215,15 @@ class TransactionalSink:
             topic = settings.input_topic
             self._partitions = sorted(memberless.list_topics(topic, timeout=30).topics[topic].partitions)
             _check_dead_letter_topic(memberless, settings)
-            check_scope(read_committed_offsets(memberless, topic, self._partitions, settings.group_id), topic,
-                        settings.group_id, settings.txn_scope)
+            if settings.output_partitioning == "input":
+                _check_output_partitions(memberless, settings, len(self._partitions))
+            committed = read_committed_offsets(memberless, topic, self._partitions, settings.group_id)
+            check_scope(committed, topic, settings.group_id, settings.txn_scope)
         finally:
             memberless.close()
+        self.slots = settings.txn_slots or default_slots(spark)  # G, in slot scope
+        # Slot scope: each partition's slot, as (k, G), of its last commit since the last fence of all slot ids.
+        self._slot_of = {p: c.slot for p, c in committed.items() if c.slot is not None}
         self.fault = os.environ.get("EOSBENCH_FAULT") or None
         self._check_speculation_off()
         self.checkpoint = checkpoint
@@ -150,6 +239,9 @@ class TransactionalSink:
                              " default %d; set --offsets-retention-minutes if the brokers expire offsets sooner",
                              retention)
         self.keeper = OffsetKeeper(self, retention)
+        self.slots_fenced = 0  # slot ids fenced by the driver, for the batch's stats
+        if settings.txn_scope == "slot":  # a previous driver's zombies hold the old map's ids
+            self._fence_slots(set(self._slot_of.values()))
 
     def _check_speculation_off(self) -> None:
         if self.spark.sparkContext.getConf().get("spark.speculation", "false").lower() == "true":
@@ -179,6 +271,7 @@ class TransactionalSink:
             batch_id=batch_id, fault=self.fault, txn_scope=self.settings.txn_scope,
             start_offsets=self.checkpoint.batch_start_offsets(batch_id, topic),
             replayed=0 < batch_id == self._pending_batch, sink_client=self.settings.client,
+            txn_slots=self.slots, output_partitioning=self.settings.output_partitioning,
         )
 
     @contextmanager
@@ -231,6 +324,8 @@ class TransactionalSink:
                 stats.add_task(row.asDict())
             self.keeper.committed(row["partition"] for row in rows if row["outcome"] == "committed")
             self._commit_empty_slices(plan, {p for _, p in seen}, stats)
+        elif self.settings.txn_scope == "slot":
+            self._slot_scope(df, plan, stats)
         else:
             row = self._batch_scope(source, plan)
             stats.add_task(row)
@@ -287,9 +382,74 @@ class TransactionalSink:
         for partition, end in empty.items():
             if partition in at_end:
                 continue
-            row = run_transaction(plan, transactional_id(plan.app_id, topic, partition), [], {(topic, partition): end})
+            txn_id, slot = self._writer_of(plan, partition)
+            row = run_transaction(plan, txn_id, [], {(topic, partition): end}, slot=slot)
             stats.add_task(row)
             self.keeper.committed(row["committed_partitions"])
+            self._note_slots(row["committed_partitions"], slot)
+
+    def _writer_of(self, plan: TaskPlan, partition: int) -> tuple[str, int | None]:
+        """The transactional id (and slot) of a driver-side transaction over one partition.
+
+        In slot scope, the slot of the partition's last commit, so that no partition changes slot
+        outside a batch's fenced map; a partition not committed since the last fence of every slot
+        id takes p mod G.
+        """
+        if self.settings.txn_scope != "slot":
+            return transactional_id(plan.app_id, self.settings.input_topic, partition), None
+        slot = self._slot_of.get(partition, (partition % self.slots, self.slots))[0]  # unbound since a fence: any
+        return slot_transactional_id(plan.app_id, slot), slot
+
+    def _note_slots(self, partitions, slot: int | None) -> None:
+        """Remember that `slot` committed these partitions last (slot scope)."""
+        if slot is not None:
+            for partition in partitions:
+                self._slot_of[partition] = (slot, self.slots)
+
+    def _slot_scope(self, df, plan: TaskPlan, stats: BatchStats) -> None:
+        """Coalesce the batch into at most G slots, fence the slot ids if a partition moved, run one transaction a slot."""
+        from pyspark.sql import DataFrame
+
+        topic = self.settings.input_topic
+        coalesced = batch_rdd(df).coalesce(self.slots, False, getattr(self.spark._jvm.scala.Option, "empty")(), None)
+        slot_partitions = _slot_map(coalesced, planned_ranges(df), plan, topic)
+        plan = replace(plan, slot_partitions=slot_partitions)
+        moved = partitions_changing_slot(slot_partitions, self._slot_of, self.slots)
+        if moved:
+            SINK_LOG.info("batch %d: %d partitions of %s change slot (first: %s from slot %s to another), fencing"
+                          " the slot ids first", plan.batch_id, len(moved), topic, *next(iter(moved.items())))
+            self._fence_slots(set(moved.values()))
+        # The very RDD whose grouping was read: planning a coalesce again could group differently.
+        batch = DataFrame(self.spark._jsparkSession.internalCreateDataFrame(coalesced, df._jdf.schema(), False),
+                          self.spark)
+        rows = batch.select(*source_columns()).mapInArrow(slot_task(plan, topic), STATS_SCHEMA).collect()
+        committed = {p for row in rows for p in row["committed_partitions"]}
+        for row in rows:
+            stats.add_task(row.asDict())
+        for k, mine in enumerate(slot_partitions):
+            self._note_slots([p for p in mine if p in committed], k)
+        self.keeper.committed(committed)
+        stats.slots_fenced, self.slots_fenced = self.slots_fenced, 0
+        self._commit_empty_slices(plan, {p for mine in slot_partitions for p in mine}, stats)
+
+    def _fence_slots(self, old: set[tuple[int, int]]) -> None:
+        """init_transactions on every slot id of this run and the given old (k, G) ones, before any task runs.
+
+        A new producer's init fences every earlier producer of its id and aborts its open
+        transaction; the driver's producers are dropped at once, so the tasks' own inits follow.
+        """
+        plan = self._driver_plan()
+        ids = sorted({k for k in range(self.slots)} | {k for k, _ in old})
+        timings = {"init": 0.0}
+        for k in ids:
+            key = clients.producer_key(plan, slot_transactional_id(plan.app_id, k))
+            clients.drop_producer(key)
+            clients.cached_producer(plan, key, timings)
+            clients.drop_producer(key)
+        self.slots_fenced += len(ids)
+        self._slot_of.clear()  # every slot id is fenced: no partition is bound to its last slot any more
+        SINK_LOG.info("fenced %d slot transactional ids (%s.slot.0..%d) in %.2f s", len(ids), plan.app_id,
+                      ids[-1], timings["init"])
 
     def _batch_scope(self, source, plan: TaskPlan) -> dict:
         """One driver-side transaction for the whole micro-batch."""
@@ -305,17 +465,31 @@ class TransactionalSink:
         row.update(topic=topic, partition=-1, end_offset=-1)
         return row
 
-    def recommit(self, partitions: list[int]) -> list[int]:
-        """Re-commit the group's current offsets of these partitions, unchanged (the keeper's refresh)."""
-        topic = self.settings.input_topic
-        plan = TaskPlan(
+    def _driver_plan(self) -> TaskPlan:
+        """The plan of the driver's transactions outside a batch (the keeper's, the slot fence)."""
+        return TaskPlan(
             app_id=self.settings.app_id, output_topic=self.settings.output_topic,
             dead_letter_topic=self.settings.dead_letter, process=self.settings.process,
             producer_config=self.settings.producer_config(), group_metadata=self.group_metadata, end_offsets={},
             max_retries=self.settings.max_retries, pre_register=False, batch_id=-1, fault=None,
-            txn_scope=self.settings.txn_scope, input_partitions=max(self._partitions, default=-1) + 1)
+            txn_scope=self.settings.txn_scope, input_partitions=max(self._partitions, default=-1) + 1,
+            txn_slots=self.slots, output_partitioning=self.settings.output_partitioning)
+
+    def recommit(self, partitions: list[int]) -> list[int]:
+        """Re-commit the group's current offsets of these partitions, unchanged (the keeper's refresh)."""
+        topic = self.settings.input_topic
+        plan = self._driver_plan()
         if self.settings.txn_scope == "batch":
             rows = [run_transaction(plan, f"{plan.app_id}.batch", [], {(topic, p): KEEP_COMMITTED for p in partitions})]
+        elif self.settings.txn_scope == "slot":  # each partition in the slot that committed it last
+            by_slot: dict[int, list[int]] = {}
+            for p in partitions:
+                by_slot.setdefault(self._writer_of(plan, p)[1], []).append(p)
+            rows = [run_transaction(plan, slot_transactional_id(plan.app_id, k), [],
+                                    {(topic, p): KEEP_COMMITTED for p in mine}, slot=k)
+                    for k, mine in sorted(by_slot.items())]
+            for (k, _), row in zip(sorted(by_slot.items()), rows):
+                self._note_slots(row["committed_partitions"], k)
         else:
             rows = [run_transaction(plan, transactional_id(plan.app_id, topic, p), [], {(topic, p): KEEP_COMMITTED})
                     for p in partitions]

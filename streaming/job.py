@@ -55,8 +55,16 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sink", choices=("kafka-eos", "kafka-alo", "delta"), default="kafka-eos",
                         help="kafka-eos: the transactional sink; kafka-alo: Spark's own at-least-once Kafka sink;"
                              " delta: the idempotent Delta sink (default: %(default)s)")
-    parser.add_argument("--txn-scope", choices=("partition", "batch"), default="partition",
-                        help="one transaction per input partition and batch, or one per batch (default: %(default)s)")
+    parser.add_argument("--txn-scope", choices=("partition", "slot", "batch"), default="partition",
+                        help="one transaction per input partition and batch, one per slot (a task holding several"
+                             " partitions) and batch, or one per batch on the driver (default: %(default)s)")
+    parser.add_argument("--txn-slots", type=int, metavar="G",
+                        help="slot scope's slot count: each batch's partitions are coalesced into at most G tasks,"
+                             " each one transaction (default: the job's total executor cores)")
+    parser.add_argument("--output-partitioning", choices=("key", "input"), default="key",
+                        help="key: the producer's partitioner (murmur2 of the key) picks each output partition;"
+                             " input: a record goes to the output partition numbered as its input partition, so a"
+                             " transaction touches one output partition per input partition (default: %(default)s)")
     parser.add_argument("--pre-register-partitions", action="store_true",
                         help="register every output partition and the group's offsets right after begin (KIP-609's"
                              " idea, on kafka-python)")
@@ -174,6 +182,7 @@ class StreamSummary:
     phase_seconds: dict[str, float] = field(default_factory=dict)
     register_round_trips: int = 0
     first_send_after_begin_s: float = 0.0
+    slots_fenced: int = 0  # slot scope: slot ids the driver fenced (at start, and for each changed slot map)
     visibility: dict | None = None  # with --observe-visibility: streaming/visibility.py's VisibilitySummary
     python: dict | None = None  # with --report-python: python_locations()
     _latency: object = None
@@ -188,6 +197,7 @@ class StreamSummary:
         self.retries += batch.retries
         self.register_round_trips += batch.register_round_trips
         self.first_send_after_begin_s += batch.first_send_after_begin_s
+        self.slots_fenced += batch.slots_fenced
         for outcome, count in batch.outcomes.items():
             self.outcomes[outcome] = self.outcomes.get(outcome, 0) + count
         for phase, seconds in batch.phase_seconds.items():

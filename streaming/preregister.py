@@ -79,9 +79,9 @@ class PreRegisteringProducer:
         self._offsets_sent = False
         self._producer.begin_transaction()
 
-    def produce(self, topic, value=None, key=None, headers=None) -> None:
-        """Send one record."""
-        self._producer.send(topic, value=value, key=key, headers=headers)
+    def produce(self, topic, value=None, key=None, headers=None, partition=None) -> None:
+        """Send one record (to `partition`, or where the partitioner puts its key)."""
+        self._producer.send(topic, value=value, key=key, headers=headers, partition=partition)
 
     def poll(self, timeout: float = 0) -> int:
         """Nothing to serve: kafka-python completes futures on its own thread."""
@@ -126,15 +126,25 @@ class PreRegisteringProducer:
         self._offsets_sent = True
 
     def pre_register(self, output_topic: str, offsets: dict[tuple[str, int], int], metadata: str,
-                     dead_letter: tuple[str, list] = ("", []), timeout_s: float = 60.0) -> int:
-        """Register every output partition, the dead-letter partitions of `dead_letter`'s keys and the
-        producer's group (its offsets carry `metadata`); return the coordinator round trips taken."""
+                     dead_letter: tuple[str, list] = ("", []), timeout_s: float = 60.0,
+                     input_partitioned: bool = False) -> int:
+        """Register the output partitions, the dead-letter partitions of `dead_letter`'s keys and the
+        producer's group (its offsets carry `metadata`); return the coordinator round trips taken.
+
+        Keyed output may land in every output partition; `input_partitioned` output lands in the
+        partitions numbered as `offsets`' input partitions, and `dead_letter` then names partitions.
+        """
         from kafka.structs import TopicPartition
 
         before = self._counter.count
         manager = self._producer._transaction_manager  # kafka-python's own API for this
-        partitions = [TopicPartition(output_topic, p) for p in sorted(self._producer.partitions_for(output_topic))]
         dead_letter_topic, dead_keys = dead_letter
+        if input_partitioned:
+            partitions = [TopicPartition(output_topic, p) for _, p in sorted(offsets)]
+            partitions += [TopicPartition(dead_letter_topic, p) for p in sorted(set(dead_keys))]
+            dead_keys = []
+        else:
+            partitions = [TopicPartition(output_topic, p) for p in sorted(self._producer.partitions_for(output_topic))]
         if dead_keys:
             self._producer.partitions_for(dead_letter_topic)  # waits for the topic's metadata
             # The producer's own partitioner (the records are sent without serializers), so these

@@ -14,9 +14,11 @@ facts about such a group shape the sink:
   partition count and a token of the attempt: a retry whose commit call failed tells by the token
   whether that commit landed, and a partition added after the last commit is told from one whose
   offset expired.
-- **Two transaction scopes must never share it.** Partition scope commits with `T(p)`, batch
-  scope with `<app-id>.batch`; neither fences the other. Every sink commit therefore carries
-  offset metadata naming its scope, and a sink refuses a group whose offsets another scope wrote.
+- **Two transaction scopes must never share it.** Partition scope commits with `T(p)`, slot
+  scope with `<app-id>.slot.<k>`, batch scope with `<app-id>.batch`; none fences another. Every
+  sink commit therefore carries offset metadata naming its scope, and a sink refuses a group
+  whose offsets another scope wrote. A slot scope commit also names its slot and the slot count
+  (`slot=<k>/<G>`), so that a restarted driver knows which slot ids to fence.
 """
 
 from __future__ import annotations
@@ -34,12 +36,12 @@ from conf.failures import authorization_failure
 from conf.settings import SettingsError
 
 SCOPE_TAG_PREFIX = "eosbench txn-scope="
-# The whole tag: `eosbench txn-scope=<scope>;partitions=<count>;token=<16 hex>;`. Each field ends in
-# `;` because metadata may come back with stray bytes after it (see _tag_in).
-_TAG = re.compile(r"eosbench txn-scope=([a-z]+);partitions=(\d+);token=([0-9a-f]{16});")
+# The whole tag: `eosbench txn-scope=<scope>;partitions=<count>;token=<16 hex>;[slot=<k>/<G>;]`. Each
+# field ends in `;` because metadata may come back with stray bytes after it (see _tag_in).
+_TAG = re.compile(r"eosbench txn-scope=([a-z]+);partitions=(\d+);token=([0-9a-f]{16});(?:slot=(\d+)/(\d+);)?")
 # Each committed() call's bound: a refused coordinator lookup shows only between calls (_refused_lookup).
 COMMITTED_CALL_S = 5.0
-SCOPES = ("partition", "batch")
+SCOPES = ("partition", "slot", "batch")
 # Kafka's own default for offsets.retention.minutes (7 days), assumed when the brokers cannot be asked.
 KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES = 10080
 _SINK_LOG = logging.getLogger("eosbench.sink")  # the sink's log (sink_task.py gives it its handler)
@@ -59,6 +61,7 @@ class CommittedOffset:
     # newer than that commit, so it has no offset of its own by right (None: an older tag).
     partitions: int | None = None
     token: str | None = None  # the attempt that made the commit (new_commit_token), None: an older tag
+    slot: tuple[int, int] | None = None  # slot scope: (k, G), the slot that committed it and the slot count
 
 
 def new_commit_token() -> str:
@@ -66,13 +69,14 @@ def new_commit_token() -> str:
     return secrets.token_hex(8)
 
 
-def offset_tag(scope: str, partitions: int, token: str) -> str:
-    """The offset metadata of a sink commit: its transaction scope, the input's partition count, the attempt's token."""
-    return f"{SCOPE_TAG_PREFIX}{scope};partitions={partitions};token={token};"
+def offset_tag(scope: str, partitions: int, token: str, slot: tuple[int, int] | None = None) -> str:
+    """The offset metadata of a sink commit: its scope, the input's partition count, the attempt's token, its slot."""
+    tag = f"{SCOPE_TAG_PREFIX}{scope};partitions={partitions};token={token};"
+    return tag if slot is None else f"{tag}slot={slot[0]}/{slot[1]};"
 
 
-def _tag_in(tp) -> tuple[str | None, int | None, str | None]:
-    """(scope, partition count, token) of a committed offset's metadata, where it is a sink's tag.
+def _tag_in(tp) -> tuple[str | None, int | None, str | None, tuple[int, int] | None]:
+    """(scope, partition count, token, slot) of a committed offset's metadata, where it is a sink's tag.
 
     librdkafka copies a committed offset's metadata by its length, without a terminator, and
     confluent-kafka reads the copy as a C string; confluent-kafka writes its own terminator
@@ -83,12 +87,13 @@ def _tag_in(tp) -> tuple[str | None, int | None, str | None]:
     try:
         metadata = tp.metadata or ""
     except UnicodeDecodeError:
-        return None, None, None
+        return None, None, None, None
     whole = _TAG.match(metadata)
     if whole and whole.group(1) in SCOPES:
-        return whole.group(1), int(whole.group(2)), whole.group(3)
+        slot = (int(whole.group(4)), int(whole.group(5))) if whole.group(4) else None
+        return whole.group(1), int(whole.group(2)), whole.group(3), slot
     rest = metadata[len(SCOPE_TAG_PREFIX):] if metadata.startswith(SCOPE_TAG_PREFIX) else ""
-    return next((scope for scope in SCOPES if rest.startswith(scope)), None), None, None
+    return next((scope for scope in SCOPES if rest.startswith(scope)), None), None, None, None
 
 
 def read_committed_offsets(consumer, topic: str, partitions, group: str, timeout_s: float = 60.0) -> dict[int, CommittedOffset]:

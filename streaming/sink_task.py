@@ -52,7 +52,7 @@ from streaming import transaction_size as sizing
 from streaming.process import POISON, TRANSFORMS, Poison, SourceSlice, arrow_columns
 from streaming.sink_group import CommittedOffset, SinkPreconditionError, check_scope, new_commit_token, offset_tag
 from streaming.stats import PHASES, latency_histogram, stats_arrow_schema
-from streaming.task_plan import KEEP_COMMITTED, SinkTaskFailed, TaskPlan, transactional_id
+from streaming.task_plan import KEEP_COMMITTED, SinkTaskFailed, TaskPlan, slot_transactional_id, transactional_id
 
 
 # A retried attempt is one line on the task's stderr, which is the executor's log (the driver's in
@@ -67,9 +67,9 @@ if not SINK_LOG.handlers:
 # ----------------------------------------------------------------------------- clients
 
 
-def _maybe_fault(plan: TaskPlan, where: str, partition: int) -> None:
-    """Test-only fault hook (EOSBENCH_FAULT), off unless the job was started with one."""
-    if plan.fault != f"{where}:{plan.batch_id}:{partition}":
+def _maybe_fault(plan: TaskPlan, where: str, partitions) -> None:
+    """Test-only fault hook (EOSBENCH_FAULT), off unless the job was started with one naming one of `partitions`."""
+    if plan.fault not in {f"{where}:{plan.batch_id}:{partition}" for partition in partitions}:
         return
     from pyspark import TaskContext
 
@@ -113,6 +113,8 @@ def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: in
     """
     produce, poll = producer.produce, producer.poll
     output, dead_letter = plan.output_topic, plan.dead_letter_topic
+    # Co-partitioned output: the input's partition number on both topics, as Kafka's TransactionalMessageCopier does.
+    where = {"partition": records.partition} if plan.output_partitioning == "input" else {}
     out_txn, dead_txn = txn_headers[output], txn_headers[dead_letter]
     out = dead = 0
     kept_timestamps: list[int] = []
@@ -128,7 +130,7 @@ def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: in
             kept_timestamps.append(ts)
         while True:
             try:
-                produce(target, payload, key, headers=[(SRC_HEADER, src), (IN_TS_HEADER, in_ts), txn])
+                produce(target, payload, key, headers=[(SRC_HEADER, src), (IN_TS_HEADER, in_ts), txn], **where)
                 break
             except BufferError:
                 poll(0.005)
@@ -168,12 +170,14 @@ def _count_commit(stats: dict, attempt: _Attempt, latencies: list, returned_ms: 
     latencies.append(now_ms - np.asarray(attempt.input_timestamps, dtype=np.float64))
 
 
-def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offsets_to_commit: dict) -> dict:
+def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offsets_to_commit: dict,
+                    slot: int | None = None) -> dict:
     """Steps 1-5 for one transactional id over its slices; return the task's statistics row.
 
     `offsets_to_commit` maps (topic, partition) to the offset to commit, or to KEEP_COMMITTED to
     re-commit the offset Step 2 reads. The row's `committed_partitions` lists what was committed.
-    Slices too large for one transaction (`records_per_transaction`) commit in several.
+    Slices too large for one transaction (`records_per_transaction`) commit in several. `slot`
+    is slot scope's k, recorded in each commit's offset metadata.
     """
     kafka = clients.kafka_module()
     key = clients.producer_key(plan, txn_id)
@@ -218,20 +222,24 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
                 break
             phase, phase_started = "produce", time.perf_counter()
             results = [_process(plan, records, keep_from) for records, keep_from in chosen]
-            identity = transaction_identity(next(iter(to_commit))[1] if plan.txn_scope == "partition" else None,
-                                            plan.batch_id)
+            covered = {"partition": next(iter(to_commit))[1], "slot": f"slot{slot}"}.get(plan.txn_scope)
+            identity = transaction_identity(covered, plan.batch_id)
             txn_headers = _transaction_headers(plan, identity, results)
             token = new_commit_token()
-            tag = offset_tag(plan.txn_scope, plan.input_partitions, token)
+            tag = offset_tag(plan.txn_scope, plan.input_partitions, token,
+                             None if slot is None else (slot, plan.txn_slots))
             producer.begin_transaction()                                              # Step 4
             begun = time.perf_counter()
             timings["produce"] += begun - phase_started
             if plan.pre_register:
                 phase, phase_started = "register", begun
-                dead_keys = [record_key for (records, keep_from), kept in zip(chosen, results)
+                by_input = plan.output_partitioning == "input"  # then dead letters are named by partition
+                dead_keys = [records.partition if by_input else record_key
+                             for (records, keep_from), kept in zip(chosen, results)
                              for record_key, result in zip(_kept_keys(records, keep_from), kept) if result is POISON]
                 stats["register_round_trips"] += producer.pre_register(
-                    plan.output_topic, to_commit, tag, dead_letter=(plan.dead_letter_topic, dead_keys))
+                    plan.output_topic, to_commit, tag, dead_letter=(plan.dead_letter_topic, dead_keys),
+                    input_partitioned=by_input)
                 timings["register"] += time.perf_counter() - phase_started
             phase, phase_started = "produce", time.perf_counter()
             stats["first_send_after_begin_s"] = phase_started - begun
@@ -253,7 +261,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             clients.send_offsets(producer, key, [kafka.TopicPartition(t, p, offset, metadata=tag)
                                           for (t, p), offset in to_commit.items()], plan.group_metadata)
             timings["send_offsets"] += time.perf_counter() - phase_started
-            _maybe_fault(plan, "fail-task-before-commit", next(iter(offsets_to_commit))[1])
+            _maybe_fault(plan, "fail-task-before-commit", [p for _, p in offsets_to_commit])
             phase, phase_started = "commit", time.perf_counter()
             unsure = _Attempt(to_commit, token, identity, out, dead, kept_ts, whole=not rest)
             producer.commit_transaction(60)
@@ -364,7 +372,6 @@ def partition_task(plan: TaskPlan):
         _check_whole_range(plan, topic, partition, columns)
         row = run_transaction(plan, transactional_id(plan.app_id, topic, partition), columns,
                               {(topic, partition): end})
-        del row["committed_partitions"]
         row.update(topic=topic, partition=partition, end_offset=end)
         yield pa.RecordBatch.from_pylist([row], schema=stats_arrow_schema())
 
@@ -392,3 +399,57 @@ def _check_whole_range(plan: TaskPlan, topic: str, partition: int, columns: list
             f" {'?' if planned is None else f'{planned[2]}..{planned[3]}'} of the batch's {whole[2]}..{whole[3]}:"
             " partition scope needs one Spark partition per Kafka partition (no minPartitions or"
             " maxRecordsPerPartition split); use --txn-scope batch for those")
+
+
+# ----------------------------------------------------------------------------- slot scope
+
+
+def slot_task(plan: TaskPlan, topic: str):
+    """Return the mapInArrow function that runs one transaction per slot: all the partitions of one coalesced task.
+
+    Slot k is the task's Spark partition index in the coalesced batch; the driver read which input
+    partitions Spark grouped into it from the very RDD the task runs on, and ships that map. A
+    record of any other partition, or outside its partition's range in this batch, is refused
+    before Step 1: only T(k) may commit the slot's partitions in this batch.
+    """
+
+    def task(batches: Iterator) -> Iterator:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from pyspark import TaskContext
+
+        slot = TaskContext.get().partitionId()
+        mine = plan.slot_partitions[slot] if slot < len(plan.slot_partitions) else ()
+        columns = []
+        for batch in batches:
+            for partition in pc.unique(batch.column("partition")).to_pylist():
+                columns.append(arrow_columns(batch.filter(pc.equal(batch.column("partition"), partition))))
+        _check_slot_records(plan, topic, slot, mine, columns)
+        # In offset order per partition, as Step 3 and a slice's cut into transactions need; a
+        # partition that minPartitions split arrives in pieces in Spark's order.
+        columns.sort(key=lambda records: (records.partition, records.offsets[0]))
+        if not mine:
+            return
+        row = run_transaction(plan, slot_transactional_id(plan.app_id, slot), columns,
+                              {(topic, p): plan.end_offsets[p] for p in mine}, slot=slot)
+        row.update(topic=topic, partition=-1, end_offset=-1)
+        yield pa.RecordBatch.from_pylist([row], schema=stats_arrow_schema())
+
+    return task
+
+
+def _check_slot_records(plan: TaskPlan, topic: str, slot: int, mine: tuple[int, ...],
+                        columns: list[SourceSlice]) -> None:
+    """Refuse, before Step 1, records of a partition outside the slot or outside its range in this batch."""
+    for records in columns:
+        partition = records.partition
+        if records.topic != topic or partition not in mine:
+            raise SinkPreconditionError(
+                f"batch {plan.batch_id}: the task of slot {slot} received records of {records.topic}[{partition}],"
+                f" which the driver's slot map gives to another slot ({topic} {list(mine)} are this slot's):"
+                " Spark grouped the batch differently from the plan")
+        start, end = plan.start_offsets.get(partition, 0), plan.end_offsets[partition]
+        if not (start <= records.offsets[0] and records.offsets[-1] < end):
+            raise SinkPreconditionError(
+                f"batch {plan.batch_id}: the task of slot {slot} received {topic}[{partition}] offsets"
+                f" {records.offsets[0]}..{records.offsets[-1]} outside the batch's {start}..{end}")

@@ -26,6 +26,7 @@ STATS_FIELDS: tuple[tuple[str, str], ...] = (
     ("register_round_trips", "int"), ("first_send_after_begin_s", "double"),
     ("latency_counts", "array<bigint>"),
     ("txn", "string"), ("committed_at_s", "double"),  # identity of a commit with records, and when it returned
+    ("committed_partitions", "array<bigint>"),  # the input partitions whose offsets it committed
 )
 STATS_SCHEMA = ", ".join(f"{name} {ddl}" for name, ddl in STATS_FIELDS)
 
@@ -81,6 +82,7 @@ class BatchStats:
     task_phases: list[dict[str, float]] = field(default_factory=list)  # per transaction, for histograms
     # (identity, wall-clock seconds when commit_transaction returned) per commit that wrote records
     commits: list[tuple[str, float]] = field(default_factory=list)
+    slots_fenced: int = 0  # slot scope: slot ids the driver fenced before the batch's tasks (a changed slot map)
     duration_s: float = 0.0
 
     def add_task(self, row) -> None:

@@ -1,7 +1,7 @@
 """What the driver ships to a transactional sink task, and how the sink's failures are named.
 
 `TaskPlan` travels in each task's closure (it must pickle); `transactional_id` is T(p) of
-partition scope; KEEP_COMMITTED marks an offset to re-commit unchanged (the offset keeper's
+partition scope, `slot_transactional_id` T(k) of slot scope; KEEP_COMMITTED marks an offset to re-commit unchanged (the offset keeper's
 refresh). The protocol that uses them is `streaming/sink_task.py`.
 """
 
@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 from conf.failures import RunFailed
 
-# In offsets_to_commit: commit the offset Step 2 reads, unchanged (the keeper's refresh).
 # In offsets_to_commit: commit the offset Step 2 reads, unchanged (the keeper's refresh).
 KEEP_COMMITTED = None
 
@@ -47,8 +46,17 @@ class TaskPlan:
     replayed: bool = False
     sink_client: str = "librdkafka"  # or "kafka-python", the client pre-registration needs
     input_partitions: int = 0  # the input's partition count, recorded in each commit's offset metadata
+    # Slot scope: per slot k (the coalesced Spark partition k), the input partitions it holds.
+    slot_partitions: tuple[tuple[int, ...], ...] = ()
+    txn_slots: int = 0  # slot scope's G, recorded with each commit's slot
+    output_partitioning: str = "key"  # or "input": a record goes to the output partition numbered as its input's
 
 
 def transactional_id(app_id: str, topic: str, partition: int) -> str:
     """T(p) for partition scope."""
     return f"{app_id}.{topic}.{partition}"
+
+
+def slot_transactional_id(app_id: str, slot: int) -> str:
+    """T(k) for slot scope."""
+    return f"{app_id}.slot.{slot}"

@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 
 from conf.settings import ClusterSettings, HdfsSettings, SparkClusterSettings
+from conf.stream_settings import StreamSettings
 from eosbench.local.broker import LocalCluster
 from eosbench.local.executor_env import ExecutorEnvironment, executor_environment
 from eosbench.local.hdfs import LocalHdfs
 from eosbench.local.kafka_admin import create_topic
 from eosbench.local.spark import spark_session
 from eosbench.local.spark_cluster import StandaloneCluster
+from tests.integration.produce_helpers import produce
 
 TEST_BROKER_PORT = 19092
 SECURED_TEST_BROKER_PORT = 19492
@@ -140,3 +142,27 @@ def spark_standalone(tmp_path_factory) -> Iterator[StandaloneCluster]:
 def packed_environment() -> ExecutorEnvironment:
     """The executors' Python environment of the code under test (`eosbench package`), built at most once."""
     return executor_environment()
+
+
+@pytest.fixture
+def checkpoint(request, tmp_path) -> str:
+    """The pipeline's --checkpoint: a bare local path, unless a test asks (indirect) for a file:// URI or HDFS."""
+    kind = getattr(request, "param", "path")
+    if kind == "hdfs":
+        return f"{request.getfixturevalue('hdfs_cluster').uri}/checkpoints/{tmp_path.name}"
+    return {"path": str(tmp_path / "checkpoint"), "file-uri": f"file://{tmp_path}/checkpoint"}[kind]
+
+
+@pytest.fixture
+def pipeline(bootstrap, new_topic, checkpoint):
+    """A filled input (abort ratio 0.3), an empty output and its dead-letter topic, and settings."""
+    source, sink = new_topic(partitions=3, prefix="in"), new_topic(partitions=3, prefix="out")
+    create_topic(bootstrap, f"{sink}.dlq", 1, 1)
+    produce(bootstrap, source, 12_000, records_per_transaction=500, abort_ratio=0.3, seed=4)
+
+    def settings(**overrides) -> StreamSettings:
+        fields = dict(input_topic=source, output_topic=sink, bootstrap_server=bootstrap, app_id=f"app-{sink}",
+                      checkpoint=checkpoint, max_offsets_per_trigger=3_000)
+        return StreamSettings(**{**fields, **overrides})
+
+    return settings

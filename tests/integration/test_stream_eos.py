@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 from confluent_kafka import KafkaException, Producer
@@ -24,57 +23,7 @@ from streaming import job
 from streaming.verify import verify, wait_until_stable
 from tests.integration.kafka_reads import read_all
 from tests.integration.produce_helpers import commit_keys, produce
-
-
-@pytest.fixture
-def checkpoint(request, tmp_path) -> str:
-    """The pipeline's --checkpoint: a bare local path, unless a test asks (indirect) for a file:// URI or HDFS."""
-    kind = getattr(request, "param", "path")
-    if kind == "hdfs":
-        return f"{request.getfixturevalue('hdfs_cluster').uri}/checkpoints/{tmp_path.name}"
-    return {"path": str(tmp_path / "checkpoint"), "file-uri": f"file://{tmp_path}/checkpoint"}[kind]
-
-
-@pytest.fixture
-def pipeline(bootstrap, new_topic, checkpoint):
-    """A filled input (abort ratio 0.3), an empty output and its dead-letter topic, and settings."""
-    source, sink = new_topic(partitions=3, prefix="in"), new_topic(partitions=3, prefix="out")
-    create_topic(bootstrap, f"{sink}.dlq", 1, 1)
-    produce(bootstrap, source, 12_000, records_per_transaction=500, abort_ratio=0.3, seed=4)
-
-    def settings(**overrides) -> StreamSettings:
-        fields = dict(input_topic=source, output_topic=sink, bootstrap_server=bootstrap, app_id=f"app-{sink}",
-                      checkpoint=checkpoint, max_offsets_per_trigger=3_000)
-        return StreamSettings(**{**fields, **overrides})
-
-    return settings
-
-
-def local_checkpoint(settings: StreamSettings) -> Path:
-    """The folder of a checkpoint on the local disk, for the tests that edit Spark's logs by hand."""
-    return Path(urlsplit(settings.checkpoint_uri).path)
-
-
-def logged_batches(settings: StreamSettings) -> dict[str, set[int]]:
-    """The batch ids in the checkpoint's offset and commit logs, listed through Hadoop wherever it lives."""
-    listed = fs_shell("-ls", "-C", f"{settings.checkpoint_uri}/offsets", f"{settings.checkpoint_uri}/commits").stdout
-    logs: dict[str, set[int]] = {"offsets": set(), "commits": set()}
-    for path in listed.split():
-        folder, name = path.rsplit("/", 2)[-2:]
-        if name.isdigit():
-            logs[folder].add(int(name))
-    return logs
-
-
-def assert_exactly_once(bootstrap: str, settings: StreamSettings, expect_dead: int = 0):
-    """The verifier finds nothing, and every committed input id arrived exactly once."""
-    report = verify(bootstrap, settings.input_topic, settings.output_topic, settings.app_id, settings.dead_letter)
-    assert report.violations == []
-    assert report.torn == report.reordered == 0 and report.transactions_checked > 0, "judged whole, and in order"
-    assert report.output_committed + report.dead_lettered == report.input_committed
-    assert report.dead_lettered == expect_dead
-    assert report.input_aborted > 0, "the input must hold aborted transactions for this to mean anything"
-    return report
+from tests.integration.stream_checks import assert_exactly_once, local_checkpoint, logged_batches
 
 
 def test_exactly_once_with_aborted_input_and_eos_headers(bootstrap, spark, pipeline):

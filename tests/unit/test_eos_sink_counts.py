@@ -102,7 +102,7 @@ def test_clients_are_never_reused_across_clusters(cluster):
 def test_empty_slices_committed_by_the_driver_count_in_outcomes_and_phases(cluster):
     cluster.commit_faults = ["fenced"]  # the driver's cached producer was fenced by a task's
     sink = object.__new__(eos_sink.TransactionalSink)
-    sink.settings = SimpleNamespace(input_topic="in")
+    sink.settings = SimpleNamespace(input_topic="in", txn_scope="partition")
     sink.keeper = SimpleNamespace(committed=lambda partitions: None)
     stats = BatchStats(0)
     sink._commit_empty_slices(plan_for(end_offsets={0: 10, 1: 4}), {1}, stats)

@@ -68,3 +68,18 @@ def test_a_scope_tag_is_read_by_its_prefix_and_undecodable_metadata_is_nobodys()
     tagged = SimpleNamespace(partition=0, offset=5, error=None, metadata="eosbench txn-scope=partition447-0")
     assert read_committed_offsets(reader(tagged), "in", [0], "app") == {0: CommittedOffset(5, "partition")}
     assert read_committed_offsets(reader(Undecodable()), "in", [0], "app") == {0: CommittedOffset(5, None)}
+
+
+def test_a_slot_scope_tag_carries_its_slot_and_slot_count_and_other_tags_carry_none():
+    from streaming.sink_group import new_commit_token, offset_tag, read_committed_offsets
+
+    token = new_commit_token()
+
+    def read(metadata: str) -> CommittedOffset:
+        tp = SimpleNamespace(partition=0, offset=7, error=None, metadata=metadata)
+        return read_committed_offsets(SimpleNamespace(committed=lambda partitions, timeout: [tp]), "in", [0], "a")[0]
+
+    assert read(offset_tag("slot", 64, token, (3, 8)) + "\x00junk") == CommittedOffset(7, "slot", 64, token, (3, 8))
+    assert read(offset_tag("partition", 64, token)) == CommittedOffset(7, "partition", 64, token, None)
+    with pytest.raises(SinkPreconditionError, match="committed with --txn-scope slot"):
+        check_scope({0: read(offset_tag("slot", 4, token, (0, 2)))}, "in", "app", "partition")

@@ -1,0 +1,149 @@
+"""Slot scope (`--txn-scope slot`) on the real broker: one transaction per coalesced task, under faults.
+
+Each test ends in the verifier's exact multiset comparison (`assert_exactly_once`). The
+executor kill and the driver's SIGKILL between the sink's commit and Spark's commit log are the
+CI soak's and `test_stream_eos.py`'s rounds in slot scope.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+
+from streaming import job
+from streaming.checkpoint import CheckpointLog
+from streaming.eos_sink import TransactionalSink
+from streaming.sink_group import SinkPreconditionError, read_committed_offsets
+from tests.integration.produce_helpers import commit_keys
+from tests.integration.stream_checks import assert_exactly_once, local_checkpoint
+
+
+def committed(bootstrap: str, settings, partitions=range(3)):
+    """The sink group's committed offsets of the input, with their tags."""
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": settings.app_id, "isolation.level": "read_committed"})
+    try:
+        return read_committed_offsets(reader, settings.input_topic, list(partitions), settings.app_id)
+    finally:
+        reader.close()
+
+
+def open_zombie(bootstrap: str, settings, slot: int) -> Producer:
+    """A writer of T(slot) with a transaction open on the output, as an executor the driver lost would hold."""
+    zombie = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{settings.app_id}.slot.{slot}"})
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(settings.output_topic, b"zombie", b"zombie")
+    assert zombie.flush(30) == 0
+    return zombie
+
+
+def assert_fenced(zombie: Producer) -> None:
+    """The zombie's transaction was aborted by a fence: its commit fails and never lands."""
+    with pytest.raises(KafkaException):
+        zombie.commit_transaction(30)
+
+
+def test_one_transaction_a_slot_through_a_retried_task_a_replay_and_the_keeper(bootstrap, spark, pipeline, monkeypatch):
+    settings = pipeline(txn_scope="slot", txn_slots=2)
+    batches = []
+    # Slot k's task fails after producing and sending its offsets, before commit: Spark retries it.
+    monkeypatch.setenv("EOSBENCH_FAULT", "fail-task-before-commit:1:0")
+    summary = job.run(spark, settings, on_batch=batches.append)
+    monkeypatch.delenv("EOSBENCH_FAULT")
+    report = assert_exactly_once(bootstrap, settings)
+    assert summary.records_out == report.output_committed
+    assert len(batches) >= 4 and all(batch.tasks <= 2 for batch in batches), [b.tasks for b in batches]
+    assert summary.slots_fenced >= 2, "the driver's start fences this run's two slot ids"
+    before = committed(bootstrap, settings)
+    assert {c.scope for c in before.values()} == {"slot"}
+    assert {c.slot[1] for c in before.values()} == {2} and {c.slot[0] for c in before.values()} <= {0, 1}
+
+    # A replay of the last two batches (a driver that died before Spark's commit log) writes nothing.
+    commits = sorted(int(p.name) for p in (local_checkpoint(settings) / "commits").iterdir() if p.name.isdigit())
+    for batch_id in commits[-2:]:
+        (local_checkpoint(settings) / "commits" / str(batch_id)).unlink()
+        (local_checkpoint(settings) / "commits" / f".{batch_id}.crc").unlink(missing_ok=True)
+    replay = job.run(spark, settings)
+    assert replay.records_out == 0 and replay.outcomes["skipped_replay"] >= 1
+
+    # The keeper re-commits each partition's offset unchanged. A new driver fenced every slot id, so
+    # no partition is bound to its last slot, and a refresh takes slot p mod G.
+    sink = TransactionalSink(settings, spark, CheckpointLog(spark, settings.checkpoint_uri))
+    assert sink.recommit([0, 1, 2]) == [0, 1, 2]
+    after = committed(bootstrap, settings)
+    assert {p: (c.offset, c.slot) for p, c in after.items()} == {p: (c.offset, (p % 2, 2)) for p, c in before.items()}
+    assert all(after[p].token != before[p].token for p in range(3)), "each refresh is a commit of its own"
+    assert_exactly_once(bootstrap, settings)
+
+
+def test_a_changed_slot_map_fences_the_old_slot_ids_before_any_task_runs(bootstrap, spark, pipeline):
+    settings = pipeline(txn_scope="slot", txn_slots=2, trigger="1 second", timeout_s=15,
+                        max_offsets_per_trigger=None)
+    zombies, fenced = [], []
+
+    def after(batch) -> None:
+        if batch.batch_id == 0:  # every partition had records: find one in slot 1, feed only it, open a zombie there
+            moving = next(p for p, c in committed(bootstrap, settings).items() if c.slot == (1, 2))
+            commit_keys(bootstrap, settings.input_topic, range(1_000_000, 1_000_300), partition=moving)
+            zombies.append(open_zombie(bootstrap, settings, 1))
+        elif batch.records_in:  # the fed partition alone: slot 0 now, so the driver fenced both ids first
+            fenced.append(batch.slots_fenced)
+
+    job.run(spark, settings, on_batch=after)
+    assert fenced == [2], fenced
+    assert_fenced(zombies[0])
+    tags = committed(bootstrap, settings)
+    assert sorted(c.slot for c in tags.values()).count((0, 2)) >= 1
+    old_slot_one = [p for p, c in tags.items() if c.slot == (1, 2)]
+    assert old_slot_one, "a partition that no later batch committed keeps its slot 1 tag"
+
+    # G changes across a restart (2 -> 1): the new driver fences slot 1 too, which its map never uses.
+    zombie = open_zombie(bootstrap, settings, 1)
+    commit_keys(bootstrap, settings.input_topic, range(2_000_000, 2_000_300), partition=old_slot_one[0])
+    restarted = job.run(spark, settings.model_copy(update={"txn_slots": 1, "trigger": "available-now"}))
+    assert restarted.slots_fenced == 2 and restarted.records_out == 300
+    assert_fenced(zombie)
+    assert {c.slot for c in committed(bootstrap, settings).values()} >= {(0, 1)}
+    assert_exactly_once(bootstrap, settings)
+
+
+def test_a_lost_checkpoint_resumes_from_the_group_and_a_scope_switch_is_refused(bootstrap, spark, pipeline):
+    settings = pipeline(txn_scope="slot", txn_slots=2, max_offsets_per_trigger=None)
+    job.run(spark, settings)
+    shutil.rmtree(local_checkpoint(settings))
+    for other in ("partition", "batch"):
+        with pytest.raises(SinkPreconditionError, match="committed with --txn-scope slot"):
+            job.run(spark, pipeline(txn_scope=other, starting_offsets="group"))
+    commit_keys(bootstrap, settings.input_topic, range(1_000_000, 1_000_200), partition=1)
+    resumed = job.run(spark, settings.model_copy(update={"starting_offsets": "group"}))
+    assert resumed.records_out == 200
+    assert_exactly_once(bootstrap, settings)
+
+
+def test_co_partitioned_output_keeps_each_record_on_its_input_partition_number(bootstrap, spark, pipeline, new_topic):
+    dead_letters = new_topic(partitions=3, prefix="dlq")
+    settings = pipeline(txn_scope="slot", output_partitioning="input", max_offsets_per_trigger=None,
+                        dead_letter_topic=dead_letters)
+    summary = job.run(spark, settings)
+    assert_exactly_once(bootstrap, settings)
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "co-partitioned", "isolation.level": "read_committed",
+                       "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    reader.subscribe([settings.output_topic])
+    moved, seen = [], 0
+    while seen < summary.records_out:
+        message = reader.poll(10)
+        assert message is not None, f"{seen} of {summary.records_out} read"
+        if message.error():
+            continue
+        seen += 1
+        source = dict(message.headers())["eos.src"].decode()
+        if int(source.split(":")[1]) != message.partition():
+            moved.append(source)
+    reader.close()
+    assert moved == []
+    narrow = new_topic(partitions=2, prefix="narrow")
+    with pytest.raises(SinkPreconditionError, match=r"has 2 partitions for .*'s 3"):
+        job.run(spark, pipeline(output_topic=narrow, output_partitioning="input", app_id=f"app-{narrow}",
+                                dead_letter_topic=dead_letters))

@@ -433,6 +433,27 @@ def python_locations(spark) -> dict:
             "tasks": spark.sparkContext.parallelize(range(tasks), tasks).mapPartitions(_where_this_python_is).collect()}
 
 
+def session_defaults(settings: StreamSettings) -> dict[str, str]:
+    """The job's Spark defaults that depend on its input: a Kafka consumer pool that holds every partition's consumer.
+
+    Read before the session starts (the pool's capacity is fixed then); a broker that does not
+    answer leaves Spark's own default, and the sink's first check says what is wrong.
+    """
+    from confluent_kafka import Consumer, KafkaException
+
+    from conf.client_log import CLIENT_LOG
+    from streaming.session import consumer_cache_defaults
+
+    reader = Consumer(settings.connection.librdkafka(**{"group.id": f"{settings.app_id}.metadata"}), logger=CLIENT_LOG)
+    try:
+        found = reader.list_topics(settings.input_topic, timeout=10).topics.get(settings.input_topic)
+    except KafkaException:
+        return {}
+    finally:
+        reader.close()
+    return consumer_cache_defaults(len(found.partitions)) if found is not None and found.error is None else {}
+
+
 def _exit_after_spark(spark, parser: argparse.ArgumentParser, status: int, exc: Exception) -> None:
     """Stop Spark quietly, then exit with the failure's one line as the job's last words.
 
@@ -462,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"{parser.prog}: error: {validation_error_line(exc)}\n")
     except ValueError as exc:
         parser.exit(2, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
-    spark = build_spark_session(f"eosbench-stream-{settings.app_id}")
+    spark = build_spark_session(f"eosbench-stream-{settings.app_id}", defaults=session_defaults(settings))
     try:
         summary = run(spark, settings)
     except SettingsError as exc:  # the sink refused the query or the group: nothing was committed

@@ -43,6 +43,19 @@ DEFAULT_CONF: dict[str, str] = {
 }
 
 
+# Spark's Kafka source keeps one consumer per input partition in a pool on each executor. Once the
+# pool holds spark.kafka.consumer.cache.capacity consumers (64 by default), every borrow logs "Pool
+# exceeds its soft max size" and closes the oldest 15 % of the idle ones (commons-pool's
+# clearOldest), so with more partitions than that each batch opens consumers again.
+KAFKA_CONSUMER_CACHE_CAPACITY = "spark.kafka.consumer.cache.capacity"
+
+
+def consumer_cache_defaults(input_partitions: int) -> dict[str, str]:
+    """A Kafka consumer pool that holds every input partition's consumer, twice over (a second query
+    in the same session, such as a benchmark's next arm), and never fewer than Spark's 64."""
+    return {KAFKA_CONSUMER_CACHE_CAPACITY: str(max(64, 2 * input_partitions))}
+
+
 # Spark's own metrics for Prometheus: the UI's executor endpoint and the driver's servlet sink.
 MONITORING_CONF: dict[str, str] = {
     "spark.ui.enabled": "true",
@@ -60,15 +73,17 @@ def build_spark_session(
     jars: Iterable[str] = (),
     conf: Mapping[str, str] | None = None,
     monitoring: bool = False,
+    defaults: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """Return a SparkSession: eosbench's defaults where the user set nothing, then the given master, jars and conf."""
+    """Return a SparkSession: eosbench's defaults (and `defaults`) where the user set nothing, then the given
+    master, jars and conf."""
     # Executors start `python3` from PATH unless told otherwise, and that interpreter does not
     # have eosbench's packages; point them (and the driver) at the one running now.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # Everything eosbench runs is on loopback; this also silences Spark's hostname warning.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    settings = session_settings(user_settings(), master, jars, conf, monitoring)
+    settings = session_settings(user_settings(), master, jars, conf, monitoring, defaults)
     builder = SparkSession.builder.appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -78,9 +93,11 @@ def build_spark_session(
 
 
 def session_settings(existing: Mapping[str, str], master: str | None = None, jars: Iterable[str] = (),
-                     conf: Mapping[str, str] | None = None, monitoring: bool = False) -> dict[str, str]:
+                     conf: Mapping[str, str] | None = None, monitoring: bool = False,
+                     more_defaults: Mapping[str, str] | None = None) -> dict[str, str]:
     """The settings to give the builder: defaults for the keys `existing` lacks, then the explicit ones."""
-    defaults = {"spark.master": DEFAULT_MASTER, **DEFAULT_CONF, **(MONITORING_CONF if monitoring else {})}
+    defaults = {"spark.master": DEFAULT_MASTER, **DEFAULT_CONF, **(MONITORING_CONF if monitoring else {}),
+                **(more_defaults or {})}
     settings = {key: value for key, value in defaults.items() if key not in existing}
     if master:
         settings["spark.master"] = master

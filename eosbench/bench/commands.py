@@ -15,9 +15,11 @@ from eosbench.console.errors import BadInput, interrupt_on_stop_signals
 
 _SPARK_MASTER = re.compile(r"local(\[[^\]]+\])?|spark://[^:/\s]+:[0-9]{1,5}")
 # kafka-eos runs on librdkafka; +kafka-python and +prereg on kafka-python, without and with pre-registration.
-SPARK_BENCH_SINKS = ("kafka-eos", "kafka-alo", "delta", "kafka-eos+kafka-python", "kafka-eos+prereg", "kafka-eos+batch")
-# kafka-eos+batch (--txn-scope batch) is for the scaling runs (docs/benchmarks.md), not the default comparison.
-SPARK_BENCH_DEFAULT_SINKS = SPARK_BENCH_SINKS[:-1]
+SPARK_BENCH_SINKS = ("kafka-eos", "kafka-alo", "delta", "kafka-eos+kafka-python", "kafka-eos+prereg", "kafka-eos+batch",
+                     "kafka-eos+slot", "kafka-eos+slot+input")
+# The scopes (--txn-scope batch and slot, --output-partitioning input) are for the scaling runs
+# (docs/benchmarks.md), not the default comparison.
+SPARK_BENCH_DEFAULT_SINKS = SPARK_BENCH_SINKS[:5]
 
 
 def spark_master(text: str) -> str:
@@ -71,8 +73,9 @@ def add_bench_parser(commands) -> None:
     spark.add_argument("--latency-seconds", type=non_negative_int, default=30, help="0 skips the latency run")
     spark.add_argument("--sink", nargs="+", dest="sinks", default=list(SPARK_BENCH_DEFAULT_SINKS), choices=SPARK_BENCH_SINKS,
                        help="the sinks to run side by side; pre-registration on / off is kafka-eos+prereg /"
-                            " kafka-eos+kafka-python, one client on both sides; kafka-eos+batch is --txn-scope batch"
-                            " (not in the default)")
+                            " kafka-eos+kafka-python, one client on both sides; kafka-eos+batch is --txn-scope batch,"
+                            " kafka-eos+slot --txn-scope slot and kafka-eos+slot+input adds --output-partitioning"
+                            " input (these three not in the default)")
     spark.add_argument("--master", type=spark_master,
                        help="Spark master: local[2,4] (default) or spark://HOST:PORT, whose executors run the"
                             " environment `eosbench package` packs")
@@ -172,7 +175,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from eosbench.bench import spark
 
         reports = [spark.run(bootstrap, args.records, partitions, args.max_offsets_per_trigger, args.rounds,
-                             args.latency_seconds, args.sinks, args.results_dir, args.trigger_seconds, args.master)
+                             args.latency_seconds, args.sinks, args.results_dir, args.trigger_seconds, args.master,
+                             most_partitions=max(args.partitions))
                    for partitions in sorted(set(args.partitions))]
         if len(reports) > 1:
             print(f"plot: {spark.plot_scaling(reports, args.results_dir)}")

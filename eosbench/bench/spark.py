@@ -45,6 +45,7 @@ from eosbench.local.executor_env import cluster_spark_conf
 from eosbench.local.spark import spark_session
 from producers.perf import ProducerPerformance
 from streaming import job
+from streaming.session import consumer_cache_defaults
 from streaming.stats import histogram_percentile
 from streaming.verify import stable_and_end_offsets
 
@@ -58,6 +59,9 @@ VARIANTS = {
     "delta": {"sink": "delta"},
     # One driver-side transaction per micro-batch: what partition scope's transactions cost beside it.
     "kafka-eos+batch": {"sink": "kafka-eos", "txn_scope": "batch"},
+    # One transaction per coalesced task (G of them a batch), keyed and co-partitioned output.
+    "kafka-eos+slot": {"sink": "kafka-eos", "txn_scope": "slot"},
+    "kafka-eos+slot+input": {"sink": "kafka-eos", "txn_scope": "slot", "output_partitioning": "input"},
 }
 # What lands on the transaction coordinators (and FindCoordinator, on any broker) per transaction.
 COORDINATOR_REQUESTS = (*TXN_REQUESTS, "InitProducerId", "FindCoordinator")
@@ -65,7 +69,9 @@ COORDINATOR_REQUESTS = (*TXN_REQUESTS, "InitProducerId", "FindCoordinator")
 REQUEST_NAMES = ("AddPartitionsToTxn_client", "AddPartitionsToTxn_broker", *COORDINATOR_REQUESTS[1:])
 # The transaction's fixed costs, against the time spent producing records.
 FIXED_COST_PHASES = ("init", "send_offsets", "commit")
-SCOPES = {"kafka-eos+batch": "batch scope"}  # every other transactional variant is partition scope
+# Every other transactional variant is partition scope.
+SCOPES = {"kafka-eos+batch": "batch scope", "kafka-eos+slot": "slot scope",
+          "kafka-eos+slot+input": "slot scope, co-partitioned"}
 PROJECT_TO_PARTITIONS = 1_000  # the scaling plot's model line runs on to here
 
 
@@ -79,7 +85,8 @@ def _fill(bootstrap: str | Connection, topic: str, records: int, partitions: int
 
 
 def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets: int, rounds: int, latency_seconds: int,
-        variants: list[str], output_dir: Path, trigger_seconds: int = 30, master: str | None = None) -> dict:
+        variants: list[str], output_dir: Path, trigger_seconds: int = 30, master: str | None = None,
+        most_partitions: int | None = None) -> dict:
     """Run the throughput rounds, the 1 s trigger rounds and the latency run; print, record and return the report."""
     brokers = len(cluster_metadata(bootstrap).brokers)
     urls = exporter_urls(bootstrap)
@@ -92,14 +99,20 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
     source = f"eosbench-spark-bench-{run_id}"
     _fill(bootstrap, source, records, partitions)
     warmup_topic = f"{source}-warmup"
-    _fill(bootstrap, warmup_topic, min(records, 100_000), partitions)
-    spark = spark_session("eosbench-bench-spark", master=master, conf=cluster_spark_conf(master, {}))
+    # What warms up is the JVM, the Python workers and Arrow, not the partitions: a few serve, and a
+    # warm-up of every arm at 1,000 partitions would take longer than the runs it prepares.
+    _fill(bootstrap, warmup_topic, min(records, 50_000), min(partitions, 8))
+    # The first run's session serves the later ones: its consumer pool is sized for the most partitions.
+    spark = spark_session("eosbench-bench-spark", master=master, conf=cluster_spark_conf(master, {}),
+                          defaults=consumer_cache_defaults(most_partitions or partitions))
     scratch = Path(tempfile.mkdtemp(prefix="eosbench-bench-spark-"))
 
     def settings_for(variant: str, tag: str, **extra) -> StreamSettings:
         output = f"{source}-{tag}"
         create_topic(bootstrap, output, partitions, 1)
-        create_topic(bootstrap, f"{output}.dlq", 1, 1)
+        # Co-partitioned output needs dead letters shaped like the output; elsewhere one partition will do.
+        co_partitioned = VARIANTS[variant].get("output_partitioning") == "input"
+        create_topic(bootstrap, f"{output}.dlq", partitions if co_partitioned else 1, 1)
         fields = dict(input_topic=source, output_topic=output, bootstrap_server=str(bootstrap),
                       client_config=connection(bootstrap).client_config,
                       app_id=f"bench-{run_id}-{tag}", checkpoint=scratch / tag / "checkpoint",
@@ -138,6 +151,7 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
                                "transactions": transactions}
             figures = scaling_figures(transactions, summary.batches, summary.seconds, summary.phase_seconds,
                                       markers, before, after if urls else None)
+            figures["slots_fenced"] = summary.slots_fenced
             scaling.setdefault(variant, []).append(figures)
             print(f"round {round_number} {variant:<18} {summary.input_rows:>10,} records in {summary.seconds:6.1f} s"
                   f" = {rate:>10,.0f} records/s", flush=True)
@@ -199,7 +213,9 @@ def scaling_figures(transactions: int, batches: int, seconds: float, phase_secon
 
     `markers` is the output's offsets that no committed record took: one commit marker per output
     partition a transaction wrote to (and an aborted attempt's records and marker, none in a clean
-    run). Each is a write the coordinator asks a partition leader for.
+    run). Each committed transaction also writes one marker on the group's `__consumer_offsets`
+    partition; the markers per batch count both. Each is a write the coordinator asks a partition
+    leader for.
 
     Every new producer sends one InitProducerId, so its count is the producers created (librdkafka
     also repeats it while the coordinator still completes a fenced predecessor's transaction, rare
@@ -209,7 +225,9 @@ def scaling_figures(transactions: int, batches: int, seconds: float, phase_secon
     figures = {"transactions": transactions, "batches": batches, "seconds": seconds,
                "transactions_per_s": transactions / seconds if seconds else 0.0,
                "transactions_per_batch": transactions / batches if batches else 0.0,
-               "markers": markers, "markers_per_batch": markers / batches if batches else 0.0,
+               "markers": markers + transactions, "output_markers": markers,
+               "markers_per_batch": (markers + transactions) / batches if batches else 0.0,
+               "output_markers_per_batch": markers / batches if batches else 0.0,
                "phase_shares": phase_shares(phase_seconds)}
     if after is not None:
         requests = request_rates(before, after, seconds, transactions, batches)
@@ -235,7 +253,7 @@ def scaling_line(figures: dict) -> str:
 
 
 def scaling_series(reports: list[dict]) -> dict[str, dict[float, float]]:
-    """Per-batch costs against input partitions, one series per transactional sink and figure, plus the P² model.
+    """Per-batch costs against input partitions, one series per transactional sink and figure, plus the P² + P model.
 
     Each report is one `run` at one partition count. A sink's figures are the median over its
     rounds; coordinator requests are the six of COORDINATOR_REQUESTS summed (present only where
@@ -258,8 +276,8 @@ def scaling_series(reports: list[dict]) -> dict[str, dict[float, float]]:
                 if values:
                     series.setdefault(f"{scope}: {figure}", {})[partitions] = statistics.median(values)
     counts = sorted({report["partitions"] for report in reports} | {PROJECT_TO_PARTITIONS})
-    series["ideal P² (partition scope: a marker per output partition per task's transaction)"] = {
-        p: float(p * p) for p in counts}
+    series["model P² + P (partition scope: a marker per output partition and one on __consumer_offsets per"
+           " transaction)"] = {p: float(p * p + p) for p in counts}
     return series
 
 
@@ -368,6 +386,15 @@ def _latency_run(bootstrap: str | Connection, settings_for, rate: float, seconds
 def _print(report: dict, path: Path) -> None:
     for variant, rate in report["median_records_per_sec"].items():
         print(f"{variant:<18} median {rate:>10,.0f} records/s")
+    alo = report["median_records_per_sec"].get("kafka-alo")
+    for variant in [v for v in report["median_records_per_sec"] if v.startswith("kafka-eos") and alo]:
+        runs = report["scaling"].get(variant) or [{}]
+        figures = runs[-1]
+        print(f"{variant} / kafka-alo: {report['median_records_per_sec'][variant] / alo:.2f} at"
+              f" {report['partitions']} partitions; {figures.get('transactions_per_batch', 0):.1f} transactions and"
+              f" {figures.get('markers_per_batch', 0):,.0f} markers per batch"
+              f" ({figures.get('output_markers_per_batch', 0):,.0f} on the output),"
+              f" {figures.get('producers_created_per_batch', float('nan')):.2f} producers created per batch")
     if "eos_over_alo" in report:
         verdict = "meets" if report["eos_over_alo"] >= EOS_OVER_ALO_TARGET else "misses"
         print(f"kafka-eos / kafka-alo throughput: {report['eos_over_alo']:.2f} ({verdict} the >= {EOS_OVER_ALO_TARGET}"

@@ -12,8 +12,9 @@ from streaming.session import build_spark_session
 
 
 def spark_session(app_name: str = "eosbench", master: str | None = None,
-                  conf: Mapping[str, str] | None = None, monitoring: bool = False) -> SparkSession:
+                  conf: Mapping[str, str] | None = None, monitoring: bool = False,
+                  defaults: Mapping[str, str] | None = None) -> SparkSession:
     """Return a SparkSession carrying spark-sql-kafka and Delta from the jar cache."""
     check_java()
     return build_spark_session(app_name=app_name, master=master, jars=resolve_bundle("spark"), conf=conf,
-                               monitoring=monitoring)
+                               monitoring=monitoring, defaults=defaults)

@@ -132,7 +132,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
         _dead_letter_topic_or_refusal(settings)
     # The executors of a cluster run the packed environment, as under `eosbench package`'s line.
     spark_conf = cluster_spark_conf(args.master, spark_conf)
-    spark = spark_session(f"eosbench-stream-{settings.app_id}", master=args.master, conf=spark_conf)
+    spark = spark_session(f"eosbench-stream-{settings.app_id}", master=args.master, conf=spark_conf,
+                          defaults=job.session_defaults(settings))
     summary = job.run(spark, settings)
     if args.report_python:
         summary.python = job.python_locations(spark)

@@ -39,6 +39,7 @@ class SoakOptions:
     security: str = "plaintext"  # the soak's local cluster: plaintext or sasl-ssl
     command_config: Path | None = None  # the pipeline's client settings (default: the cluster's own, admin if secured)
     pipeline: str = "spark"  # what copies input to output: the Spark job, or Kafka's TransactionalMessageCopier
+    txn_scope: str = "partition"  # the Spark job's transactional sink scope (--txn-scope)
     checkpoint: str | None = None  # the folder (a path or Hadoop URI) that holds the run's checkpoint-<run id>
     hdfs: bool = False  # run the soak's own HDFS (`eosbench hdfs`) and keep the checkpoint there
     hdfs_port: int = DEFAULT_NAMENODE_PORT

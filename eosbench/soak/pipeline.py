@@ -87,7 +87,7 @@ class Pipeline:
             "--input-topic", self.input_topic, "--output-topic", self.output_topic,
             "--bootstrap-server", str(self.bootstrap), *connection(self.bootstrap).tool_arguments(),
             "--app-id", self.app_id, "--checkpoint", self.checkpoint,
-            "--trigger", "1 second", "--starting-offsets", "group",
+            "--trigger", "1 second", "--starting-offsets", "group", "--txn-scope", o.txn_scope,
             "--max-offsets-per-trigger", str(o.max_offsets_per_trigger),
             "--metrics-port", str(o.metrics_port + 1), "--metrics-linger", "0",
             "--visibility-log", str(self.visibility_log),

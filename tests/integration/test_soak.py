@@ -151,7 +151,7 @@ def test_three_broker_cluster_survives_coordinator_and_leader_kills(tmp_path):
 
 
 @pytest.mark.heavy
-def test_stream_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_worker_executor_and_namenode_kills(tmp_path):
+def test_slot_scope_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_worker_executor_and_namenode_kills(tmp_path):
     # The issue's cluster setup: executors on a standalone cluster and the checkpoint on a real
     # HDFS, with one round of each fault only this setup has. The other kinds are the local
     # soaks' above: with them too (eight rounds, three of them driver restarts) a round took 1.5
@@ -166,7 +166,7 @@ def test_stream_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_worker_
     try:
         report = run_soak(tmp_path, "--master", cluster.settings.master_url, "--spark-state-dir", str(spark_state),
                           "--hdfs", "--hdfs-port", str(SOAK_HDFS_PORT), "--hdfs-state-dir", str(hdfs_state),
-                          "--faults", ",".join(CLUSTER_FAULTS), "--gate-records", "600",
+                          "--faults", ",".join(CLUSTER_FAULTS), "--gate-records", "600", "--txn-scope", "slot",
                           "--max-faults", str(len(CLUSTER_FAULTS)), duration="8m", timeout=720)
         assert cluster.master_state()["completedapps"] or cluster.master_state()["activeapps"]
         checkpoint = f"{hdfs.uri}/eosbench/soak/checkpoint-{report['run_id']}"
@@ -175,6 +175,7 @@ def test_stream_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_worker_
         cluster.stop()
         hdfs.stop()
     assert_clean(report, tmp_path)
+    assert report["options"]["txn_scope"] == "slot", "slot scope holds through an executor's and a worker's kill"
     assert sorted(listed) == [f"{checkpoint}/{entry}" for entry in ("commits", "metadata", "offsets", "sources")]
     details = {fault["kind"]: fault["detail"] for fault in report["faults"]}
     assert sorted(details) == sorted(CLUSTER_FAULTS), [f["kind"] for f in report["faults"]]

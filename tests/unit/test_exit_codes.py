@@ -7,6 +7,8 @@ used to come out wrong, with no broker anywhere.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import errno
 import inspect
 import pkgutil
@@ -252,9 +254,13 @@ def test_spark_submits_entry_point_ends_a_failed_run_in_one_line(monkeypatch, ca
 
     def fail(_spark, _settings):
         raise failure
-    monkeypatch.setattr(streaming.session, "build_spark_session", lambda _name: None)
+    stopped = []
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=stopped.append), stop=lambda: stopped.append("stop"))
+    monkeypatch.setattr(streaming.session, "build_spark_session", lambda _name, defaults: spark)
+    monkeypatch.setattr(job, "session_defaults", lambda _settings: {})
     monkeypatch.setattr(job, "run", fail)
     with pytest.raises(SystemExit) as exited:
         job.main(["--input-topic", "i", "--output-topic", "o"])
     assert exited.value.code == exit_code
     assert capsys.readouterr().err == f"streaming/job.py: error: {str(failure).splitlines()[0]}\n"
+    assert stopped == ["OFF", "stop"], "Spark stops, muted, before the line: nothing of its shutdown follows it"

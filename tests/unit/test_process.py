@@ -43,7 +43,7 @@ class RecordingProducer:
 def test_the_transactional_sink_writes_a_tombstone_to_the_output_and_only_poison_to_the_dead_letters():
     from streaming import sink_task
 
-    plan = SimpleNamespace(process="passthrough", output_topic="out", dead_letter_topic="out.dlq")
+    plan = SimpleNamespace(process="passthrough", output_topic="out", dead_letter_topic="out.dlq", output_partitioning="key")
     records = three_records()
     results = sink_task._process(plan, records, keep_from=0)
     headers = sink_task._transaction_headers(plan, b"0:1:abc", [results])

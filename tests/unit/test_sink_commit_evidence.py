@@ -88,7 +88,7 @@ def test_an_attempt_that_overran_the_budget_halves_the_next_ones_records():
 def test_idle_partitions_cost_no_transaction_and_count_as_idle(cluster):  # noqa: F811
     cluster.group[("in", 0)], cluster.group[("in", 1)] = (10, ""), (4, "")  # at their ends, nothing new
     sink = object.__new__(eos_sink.TransactionalSink)
-    sink.settings = SimpleNamespace(input_topic="in")
+    sink.settings = SimpleNamespace(input_topic="in", txn_scope="partition")
     sink.keeper = SimpleNamespace(committed=lambda partitions: None)
     stats = BatchStats(0)
     sink._commit_empty_slices(plan_for(end_offsets={0: 10, 1: 4}, start_offsets={0: 10, 1: 4}), set(), stats)
@@ -98,7 +98,7 @@ def test_idle_partitions_cost_no_transaction_and_count_as_idle(cluster):  # noqa
 
 def test_an_idle_partition_no_batch_committed_yet_gets_its_offset(cluster):  # noqa: F811
     sink = object.__new__(eos_sink.TransactionalSink)
-    sink.settings = SimpleNamespace(input_topic="in")
+    sink.settings = SimpleNamespace(input_topic="in", txn_scope="partition")
     sink.keeper = SimpleNamespace(committed=lambda partitions: None)
     stats = BatchStats(0)
     sink._commit_empty_slices(plan_for(end_offsets={0: 7}, start_offsets={0: 7}), set(), stats)

@@ -38,10 +38,11 @@ def test_scaling_figures_count_producers_created_from_init_producer_id():
     figures = scaling_figures(64, 4, 8.0, PHASES, 1024, BEFORE, AFTER)
     assert {key: value for key, value in figures.items() if key != "requests"} == {
         "transactions": 64, "batches": 4, "seconds": 8.0, "transactions_per_s": 8.0, "transactions_per_batch": 16.0,
-        "markers": 1024, "markers_per_batch": 256.0, "phase_shares": {"init": 0.2, "send_offsets": 0.1, "commit": 0.3},
+        "markers": 1088, "output_markers": 1024, "markers_per_batch": 272.0, "output_markers_per_batch": 256.0,
+        "phase_shares": {"init": 0.2, "send_offsets": 0.1, "commit": 0.3},
         "producers_created": 16, "producers_created_per_batch": 4.0, "producer_cache_hit_rate": 0.75}
     assert scaling_line(figures) == (
-        "64 transactions in 4 batches, 8.0/s, 256 markers per batch; time in init 20%, send_offsets 10%, commit 30%; 4.00 producers created"
+        "64 transactions in 4 batches, 8.0/s, 272 markers per batch; time in init 20%, send_offsets 10%, commit 30%; 4.00 producers created"
         " per batch (cache hit 75%); requests AddPartitionsToTxn_client 8.0/s (1.00/txn), AddOffsetsToTxn 8.0/s"
         " (1.00/txn), TxnOffsetCommit 8.0/s (1.00/txn), EndTxn 8.0/s (1.00/txn), InitProducerId 2.0/s (0.25/txn),"
         " FindCoordinator 4.0/s (0.50/txn)")
@@ -50,9 +51,10 @@ def test_scaling_figures_count_producers_created_from_init_producer_id():
 def test_scaling_figures_without_an_exporter_keep_rates_and_shares_only():
     figures = scaling_figures(64, 4, 8.0, PHASES, 1024, Counter(), None)
     assert figures == {"transactions": 64, "batches": 4, "seconds": 8.0, "transactions_per_s": 8.0,
-                       "transactions_per_batch": 16.0, "markers": 1024, "markers_per_batch": 256.0,
+                       "transactions_per_batch": 16.0, "markers": 1088, "output_markers": 1024,
+                       "markers_per_batch": 272.0, "output_markers_per_batch": 256.0,
                        "phase_shares": {"init": 0.2, "send_offsets": 0.1, "commit": 0.3}}
-    assert scaling_line(figures) == ("64 transactions in 4 batches, 8.0/s, 256 markers per batch; time in init 20%,"
+    assert scaling_line(figures) == ("64 transactions in 4 batches, 8.0/s, 272 markers per batch; time in init 20%,"
                                      " send_offsets 10%, commit 30%")
 
 
@@ -69,13 +71,13 @@ def test_scaling_series_put_each_sinks_per_batch_costs_against_partitions_with_t
     series = scaling_series([_run_at(4), _run_at(16)])
     assert series == {
         "partition scope (kafka-eos): transactions": {4: 4.0, 16: 16.0},
-        "partition scope (kafka-eos): commit markers": {4: 16.0, 16: 256.0},
+        "partition scope (kafka-eos): commit markers": {4: 20.0, 16: 272.0},
         # the fake counters: 16 of each of four requests, 4 InitProducerId and 8 FindCoordinator a batch
         "partition scope (kafka-eos): coordinator requests": {4: 76.0, 16: 76.0},
         "batch scope (kafka-eos+batch): transactions": {4: 1.0, 16: 1.0},
-        "batch scope (kafka-eos+batch): commit markers": {4: 4.0, 16: 16.0},
-        "ideal P² (partition scope: a marker per output partition per task's transaction)":
-            {4: 16.0, 16: 256.0, 1000: 1_000_000.0}}
+        "batch scope (kafka-eos+batch): commit markers": {4: 5.0, 16: 17.0},
+        "model P² + P (partition scope: a marker per output partition and one on __consumer_offsets per transaction)":
+            {4: 20.0, 16: 272.0, 1000: 1_001_000.0}}
     assert plot_scaling([_run_at(4), _run_at(16)], tmp_path).read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "spark-scaling-r16.png").exists()
 

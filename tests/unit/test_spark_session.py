@@ -37,3 +37,13 @@ def test_stream_conf_without_a_value_is_one_line_of_bad_input():
 
     completed = run_eosbench("stream", "--input-topic", "a", "--output-topic", "b", "--conf", "spark.ui.enabled")
     assert_one_line_error(completed, EXIT_BAD_INPUT, "expected key=value")
+
+
+def test_the_kafka_consumer_pool_holds_every_input_partition_unless_the_user_sized_it():
+    from streaming.session import KAFKA_CONSUMER_CACHE_CAPACITY, consumer_cache_defaults
+
+    assert consumer_cache_defaults(4) == {KAFKA_CONSUMER_CACHE_CAPACITY: "64"}, "never below Spark's own 64"
+    assert consumer_cache_defaults(1000) == {KAFKA_CONSUMER_CACHE_CAPACITY: "2000"}
+    assert session_settings({}, more_defaults=consumer_cache_defaults(256))[KAFKA_CONSUMER_CACHE_CAPACITY] == "512"
+    user = {KAFKA_CONSUMER_CACHE_CAPACITY: "100"}
+    assert KAFKA_CONSUMER_CACHE_CAPACITY not in session_settings(user, more_defaults=consumer_cache_defaults(256))

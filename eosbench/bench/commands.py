@@ -180,6 +180,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                    for partitions in sorted(set(args.partitions))]
         if len(reports) > 1:
             print(f"plot: {spark.plot_scaling(reports, args.results_dir)}")
+            print(f"plot: {spark.plot_throughput(reports, args.results_dir)}")
+            print("\n".join(spark.scaling_table(reports)))
     else:
         from eosbench.bench import produce
 

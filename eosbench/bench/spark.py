@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -151,10 +152,10 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
                                "transactions": transactions}
             figures = scaling_figures(transactions, summary.batches, summary.seconds, summary.phase_seconds,
                                       markers, before, after if urls else None)
-            figures["slots_fenced"] = summary.slots_fenced
+            figures.update(slots_fenced=summary.slots_fenced, records_per_s=rate, load_average=os.getloadavg()[0])
             scaling.setdefault(variant, []).append(figures)
             print(f"round {round_number} {variant:<18} {summary.input_rows:>10,} records in {summary.seconds:6.1f} s"
-                  f" = {rate:>10,.0f} records/s", flush=True)
+                  f" = {rate:>10,.0f} records/s (load average {figures['load_average']:.2f})", flush=True)
             if transactions:
                 print(f"  {scaling_line(figures)}", flush=True)
 
@@ -276,8 +277,8 @@ def scaling_series(reports: list[dict]) -> dict[str, dict[float, float]]:
                 if values:
                     series.setdefault(f"{scope}: {figure}", {})[partitions] = statistics.median(values)
     counts = sorted({report["partitions"] for report in reports} | {PROJECT_TO_PARTITIONS})
-    series["model P² + P (partition scope: a marker per output partition and one on __consumer_offsets per"
-           " transaction)"] = {p: float(p * p + p) for p in counts}
+    # Partition scope's model: a marker per output partition and one on __consumer_offsets per transaction.
+    series["ideal P² + P markers (partition scope)"] = {p: float(p * p + p) for p in counts}
     return series
 
 
@@ -288,6 +289,48 @@ def plot_scaling(reports: list[dict], results_dir: Path) -> Path:
                      f"bench spark at {counts} input partitions ({reports[-1]['master']}): what each micro-batch"
                      f" costs, measured, and the P² model of commit markers to {PROJECT_TO_PARTITIONS:,}",
                      "input partitions (= output partitions)", "per micro-batch", log_x=True, log_y=True)
+
+
+def scaling_table(reports: list[dict]) -> list[str]:
+    """A Markdown table of every sink at every partition count: rate, ratio to kafka-alo and per-batch costs (last round)."""
+    rows = ["| partitions | sink | records/s | ÷ kafka-alo | transactions per batch | markers per batch (output)"
+            " | coordinator requests per batch | producers created per batch | init | send_offsets | commit"
+            " | load average |", "|" + "---|" * 12]
+    for report in reports:
+        medians = report["median_records_per_sec"]
+        alo = medians.get("kafka-alo")
+        for variant, rate in medians.items():
+            runs = report.get("scaling", {}).get(variant) or []
+            last = runs[-1] if runs else {}
+            shares = last.get("phase_shares", {})
+            requests = sum(r["per_batch"] for r in last["requests"].values()) if "requests" in last else None
+            transactional = bool(last.get("transactions"))
+            cells = [f"{report['partitions']:,}", variant, f"{rate:,.0f}", f"{rate / alo:.2f}" if alo else "—",
+                     f"{last['transactions_per_batch']:,.1f}" if transactional else "—",
+                     f"{last['markers_per_batch']:,.0f} ({last['output_markers_per_batch']:,.0f})" if transactional else "—",
+                     f"{requests:,.0f}" if transactional and requests is not None else "—",
+                     f"{last['producers_created_per_batch']:.2f}" if transactional and "producers_created" in last else "—",
+                     *(f"{shares[phase]:.0%}" if transactional else "—" for phase in FIXED_COST_PHASES),
+                     f"{last['load_average']:.2f}" if "load_average" in last else "—"]
+            rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
+def throughput_series(reports: list[dict]) -> dict[str, dict[float, float]]:
+    """Each sink's median records/s against input partitions."""
+    series: dict[str, dict[float, float]] = {}
+    for report in reports:
+        for variant, rate in report["median_records_per_sec"].items():
+            series.setdefault(f"{SCOPES.get(variant, variant)} ({variant})" if variant in SCOPES else variant,
+                              {})[report["partitions"]] = rate
+    return series
+
+
+def plot_throughput(reports: list[dict], results_dir: Path) -> Path:
+    """Draw each sink's records/s against input partitions, from runs at several partition counts."""
+    return lines_png(throughput_series(reports), results_dir / f"spark-throughput-{reports[-1]['run_id']}.png",
+                     f"bench spark ({reports[-1]['master']}): records/s of each sink against input partitions",
+                     "input partitions (= output partitions)", "records/s", log_x=True, log_y=True)
 
 
 def _trigger_rounds(bootstrap: str | Connection, spark, settings_for, source: str, partitions: int, batch_offsets: int,

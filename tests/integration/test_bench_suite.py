@@ -153,16 +153,16 @@ def test_sigterm_stops_the_sweeps_broker_and_keeps_the_cells_it_finished(spark, 
 
 
 def test_spark_bench_runs_both_sinks_available_now_and_at_a_1s_trigger(bootstrap, spark, tmp_path):
-    completed = run_eosbench("bench", "spark", "--bootstrap-server", bootstrap, "--records", "20000",
-                             "--partitions", "2", "--max-offsets-per-trigger", "5000", "--rounds", "1",
-                             "--sink", "kafka-eos", "kafka-alo", "--latency-seconds", "0", "--trigger-seconds", "10",
+    completed = run_eosbench("bench", "spark", "--bootstrap-server", bootstrap, "--records", "10000",
+                             "--partitions", "2", "--max-offsets-per-trigger", "2500", "--rounds", "1",
+                             "--sink", "kafka-eos", "kafka-alo", "--latency-seconds", "0", "--trigger-seconds", "6",
                              "--results-dir", str(tmp_path), timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "StackOverflowError" not in completed.stderr  # the timed stops end cleanly
     report = json.loads(next(tmp_path.glob("spark-bench-*.json")).read_text())
     source = f"eosbench-spark-bench-{report['run_id']}"
     input_ids = Counter(sequence_numbers(read_all(bootstrap, source)))
-    assert sum(input_ids.values()) == 20000
+    assert sum(input_ids.values()) == 10000
     for variant in ("kafka-eos", "kafka-alo"):  # a fault-free drain: both sinks copy the input exactly
         assert Counter(sequence_numbers(read_all(bootstrap, f"{source}-{variant}-r1"))) == input_ids, variant
         assert report["median_records_per_sec"][variant] > 0

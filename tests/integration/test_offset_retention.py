@@ -53,7 +53,7 @@ def test_idle_partitions_keep_their_offsets_and_a_lost_checkpoint_resumes_exactl
     later = threading.Timer(30, lambda: commit_keys(bootstrap, source, range(100_000, 100_050)))
     later.start()
     try:
-        running = job.run(spark, settings(trigger="1 second", timeout_s=RETENTION_S + 20))
+        running = job.run(spark, settings(trigger="1 second", timeout_s=RETENTION_S + 12))
     finally:
         later.join()
     assert running.records_out > 0

@@ -76,8 +76,7 @@ def test_scaling_series_put_each_sinks_per_batch_costs_against_partitions_with_t
         "partition scope (kafka-eos): coordinator requests": {4: 76.0, 16: 76.0},
         "batch scope (kafka-eos+batch): transactions": {4: 1.0, 16: 1.0},
         "batch scope (kafka-eos+batch): commit markers": {4: 5.0, 16: 17.0},
-        "model P² + P (partition scope: a marker per output partition and one on __consumer_offsets per transaction)":
-            {4: 20.0, 16: 272.0, 1000: 1_001_000.0}}
+        "ideal P² + P markers (partition scope)": {4: 20.0, 16: 272.0, 1000: 1_001_000.0}}
     assert plot_scaling([_run_at(4), _run_at(16)], tmp_path).read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "spark-scaling-r16.png").exists()
 
@@ -85,3 +84,23 @@ def test_scaling_series_put_each_sinks_per_batch_costs_against_partitions_with_t
 @pytest.mark.parametrize("master", ["local", "local[2,4]", "local[*]", "spark://127.0.0.1:7077", "spark://node-1:7077"])
 def test_spark_master_takes_local_and_standalone_masters(master):
     assert spark_master(master) == master
+
+
+def test_throughput_is_plotted_per_sink_against_partitions(tmp_path):
+    from eosbench.bench.spark import plot_throughput, throughput_series
+
+    reports = [{"run_id": f"r{p}", "partitions": p, "master": "local",
+                "median_records_per_sec": {"kafka-alo": 1000.0 / p, "kafka-eos+slot": 1200.0 / p}} for p in (16, 64)]
+    assert throughput_series(reports) == {"kafka-alo": {16: 62.5, 64: 15.625},
+                                          "slot scope (kafka-eos+slot)": {16: 75.0, 64: 18.75}}
+    assert plot_throughput(reports, tmp_path).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_scaling_table_gives_each_sink_its_ratio_to_the_baseline_and_its_costs_per_batch():
+    from eosbench.bench.spark import scaling_table
+
+    report = _run_at(4)
+    report["median_records_per_sec"] = {"kafka-eos": 100.0, "kafka-alo": 125.0}
+    assert scaling_table([report])[2:] == [
+        "| 4 | kafka-eos | 100 | 0.80 | 4.0 | 20 (16) | 76 | 4.00 | 20% | 10% | 30% | — |",
+        "| 4 | kafka-alo | 125 | 1.00 | — | — | — | — | — | — | — | — |"]

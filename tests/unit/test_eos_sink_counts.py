@@ -157,3 +157,15 @@ def test_a_commit_found_landed_reports_no_commit_time(cluster):
     cluster.commit_faults = ["timeout-after-landing"]  # when the commit really returned is unknown
     stats = sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     assert stats["outcome"] == "committed" and (stats["txn"], stats["committed_at_s"]) == ("", 0.0)
+
+
+def test_a_producer_idle_past_the_limit_is_closed_when_another_is_used(cluster, monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(sink_clients, "_clock", lambda: now[0])
+    monkeypatch.setattr(sink_clients, "_LAST_USED", {})
+    sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    now[0] += sink_clients.PRODUCER_IDLE_S + 1  # in.0's task ran on another worker since, or its query ended
+    sink_task.run_transaction(plan_for(end_offsets={1: 10}), "app.in.1", [], {("in", 1): 10})
+    assert [key[0] for key in sink_clients._PRODUCERS] == ["app.in.1"], "the idle copy's threads are gone"
+    sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
+    assert len(cluster.producers) == 3, "wanted again, it costs one new producer"

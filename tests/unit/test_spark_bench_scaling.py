@@ -101,6 +101,8 @@ def test_the_scaling_table_gives_each_sink_its_ratio_to_the_baseline_and_its_cos
 
     report = _run_at(4)
     report["median_records_per_sec"] = {"kafka-eos": 100.0, "kafka-alo": 125.0}
+    report["scaling"]["kafka-eos"][0]["steady_records_per_s"] = 300.0
+    report["scaling"]["kafka-alo"][0]["steady_records_per_s"] = 250.0
     assert scaling_table([report])[2:] == [
-        "| 4 | kafka-eos | 100 | 0.80 | 4.0 | 20 (16) | 76 | 4.00 | 20% | 10% | 30% | — |",
-        "| 4 | kafka-alo | 125 | 1.00 | — | — | — | — | — | — | — | — |"]
+        "| 4 | kafka-eos | 100 | 0.80 | 300 | 1.20 | 4.0 | 20 (16) | 76 | 4.00 | 20% | 10% | 30% | — |",
+        "| 4 | kafka-alo | 125 | 1.00 | 250 | 1.00 | — | — | — | — | — | — | — | — |"]

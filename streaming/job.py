@@ -455,16 +455,18 @@ def session_defaults(settings: StreamSettings) -> dict[str, str]:
 
 
 def _exit_after_spark(spark, parser: argparse.ArgumentParser, status: int, exc: Exception) -> None:
-    """Stop Spark quietly, then exit with the failure's one line as the job's last words.
+    """Stop Spark quietly (the session `main` started, else None), then exit with the failure's one line as the last words.
 
     Left to the interpreter's exit, Spark stops after the line is printed, and a cluster's
     executors closing their connections log stack traces below it (a soak's NameNode kill did).
+    A session that was running before `main` (a caller's own) is left running.
     """
-    try:
-        spark.sparkContext.setLogLevel("OFF")
-        spark.stop()
-    except Exception:  # a failed stop must not hide why the job failed
-        pass
+    if spark is not None:
+        try:
+            spark.sparkContext.setLogLevel("OFF")
+            spark.stop()
+        except Exception:  # a failed stop must not hide why the job failed
+            pass
     parser.exit(status, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
 
 
@@ -483,15 +485,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"{parser.prog}: error: {validation_error_line(exc)}\n")
     except ValueError as exc:
         parser.exit(2, f"{parser.prog}: error: {str(exc).splitlines()[0]}\n")
+    from pyspark import SparkContext
+
+    started_here = SparkContext._active_spark_context is None
     spark = build_spark_session(f"eosbench-stream-{settings.app_id}", defaults=session_defaults(settings))
+    own = spark if started_here else None
     try:
         summary = run(spark, settings)
     except SettingsError as exc:  # the sink refused the query or the group: nothing was committed
-        _exit_after_spark(spark, parser, 2, exc)
+        _exit_after_spark(own, parser, 2, exc)
     except EnvironmentFailure as exc:  # a missing ACL, or what the query ran on stopped: the CLI contract's exit 3
-        _exit_after_spark(spark, parser, 3, exc)
+        _exit_after_spark(own, parser, 3, exc)
     except RunFailed as exc:  # the sink's own check failed (an exactly-once violation)
-        _exit_after_spark(spark, parser, 1, exc)
+        _exit_after_spark(own, parser, 1, exc)
     if args.report_python:
         summary.python = python_locations(spark)
     print(summary.to_json())

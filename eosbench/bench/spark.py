@@ -104,7 +104,10 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
     # warm-up of every arm at 1,000 partitions would take longer than the runs it prepares.
     _fill(bootstrap, warmup_topic, min(records, 50_000), min(partitions, 8))
     # The first run's session serves the later ones: its consumer pool is sized for the most partitions.
-    spark = spark_session("eosbench-bench-spark", master=master, conf=cluster_spark_conf(master, {}),
+    # Each of Spark's Kafka consumers holds the topic's metadata: past 256 partitions the local
+    # driver, which runs the executors' tasks too, ran out of 1 GB with a thousand of them.
+    memory = {"spark.driver.memory": "3g"} if (most_partitions or partitions) > 256 else {}
+    spark = spark_session("eosbench-bench-spark", master=master, conf=cluster_spark_conf(master, memory),
                           defaults=consumer_cache_defaults(most_partitions or partitions))
     scratch = Path(tempfile.mkdtemp(prefix="eosbench-bench-spark-"))
 

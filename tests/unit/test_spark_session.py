@@ -43,7 +43,7 @@ def test_the_kafka_consumer_pool_holds_every_input_partition_unless_the_user_siz
     from streaming.session import KAFKA_CONSUMER_CACHE_CAPACITY, consumer_cache_defaults
 
     assert consumer_cache_defaults(4) == {KAFKA_CONSUMER_CACHE_CAPACITY: "64"}, "never below Spark's own 64"
-    assert consumer_cache_defaults(1000) == {KAFKA_CONSUMER_CACHE_CAPACITY: "2000"}
-    assert session_settings({}, more_defaults=consumer_cache_defaults(256))[KAFKA_CONSUMER_CACHE_CAPACITY] == "512"
+    assert consumer_cache_defaults(1000) == {KAFKA_CONSUMER_CACHE_CAPACITY: "1266"}
+    assert session_settings({}, more_defaults=consumer_cache_defaults(256))[KAFKA_CONSUMER_CACHE_CAPACITY] == "336"
     user = {KAFKA_CONSUMER_CACHE_CAPACITY: "100"}
     assert KAFKA_CONSUMER_CACHE_CAPACITY not in session_settings(user, more_defaults=consumer_cache_defaults(256))

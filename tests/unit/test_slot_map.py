@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from streaming.eos_sink import _slot_map, partitions_changing_slot
+from streaming.slot_map import partitions_changing_slot, slot_map
 from streaming.sink_group import SinkPreconditionError
 from streaming.task_plan import TaskPlan
 
@@ -25,20 +25,20 @@ def coalesced(*groups):
 
 def test_each_slot_holds_the_kafka_partitions_of_its_spark_partitions():
     ranges = (("in", 0, 0, 10), ("in", 1, 5, 9), ("in", 2, 0, 4), ("in", 3, 7, 8))
-    slots = _slot_map(coalesced([0, 2], [1, 3]), ranges, plan({1: 5, 3: 7}, {0: 10, 1: 9, 2: 4, 3: 8}), "in")
+    slots = slot_map(coalesced([0, 2], [1, 3]), ranges, plan({1: 5, 3: 7}, {0: 10, 1: 9, 2: 4, 3: 8}), "in")
     assert slots == ((0, 2), (1, 3))
 
 
 def test_a_partition_split_across_slots_or_read_in_part_is_refused():
     split = (("in", 0, 0, 5), ("in", 0, 5, 10), ("in", 1, 0, 3))
     whole = plan({}, {0: 10, 1: 3})
-    assert _slot_map(coalesced([1, 0, 2]), split, whole, "in") == ((0, 1),), "pieces in one slot are whole"
+    assert slot_map(coalesced([1, 0, 2]), split, whole, "in") == ((0, 1),), "pieces in one slot are whole"
     with pytest.raises(SinkPreconditionError, match=r"in\[0\]'s range 0..10 is read as \[\(0, 0, 5\), \(1, 5, 10\)\]"):
-        _slot_map(coalesced([0, 2], [1]), split, whole, "in")
+        slot_map(coalesced([0, 2], [1]), split, whole, "in")
     with pytest.raises(SinkPreconditionError, match=r"in\[0\]'s range 0..12"):
-        _slot_map(coalesced([0, 1, 2]), split, plan({}, {0: 12, 1: 3}), "in")
+        slot_map(coalesced([0, 1, 2]), split, plan({}, {0: 12, 1: 3}), "in")
     with pytest.raises(SinkPreconditionError, match="a shuffle before the sink"):
-        _slot_map(coalesced([0]), None, whole, "in")
+        slot_map(coalesced([0]), None, whole, "in")
 
 
 def test_the_slot_ids_are_fenced_only_when_a_partition_leaves_the_slot_of_its_last_commit():

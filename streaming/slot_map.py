@@ -1,0 +1,56 @@
+"""Slot scope's map, read on the driver: how many slots, which input partitions each holds, and when the ids are fenced.
+
+The driver side that uses it, and the argument for why slot scope is exactly-once, is
+`streaming/eos_sink.py`; the slot's task is `streaming/sink_task.py`'s `slot_task`.
+"""
+
+from __future__ import annotations
+
+from streaming.sink_group import SinkPreconditionError
+from streaming.task_plan import TaskPlan
+
+
+def default_slots(spark) -> int:
+    """Slot scope's default G: the job's total executor cores (spark.cores.max, or instances times cores)."""
+    conf = spark.sparkContext.getConf()
+    if conf.contains("spark.cores.max"):
+        return int(conf.get("spark.cores.max"))
+    if conf.contains("spark.executor.instances") and conf.contains("spark.executor.cores"):
+        return int(conf.get("spark.executor.instances")) * int(conf.get("spark.executor.cores"))
+    return spark.sparkContext.defaultParallelism
+
+
+def slot_map(coalesced, planned: tuple | None, plan: TaskPlan, topic: str) -> tuple[tuple[int, ...], ...]:
+    """Per slot k (coalesced partition k), the input partitions Spark grouped into it; refuse a batch it splits.
+
+    Every input partition with new offsets must lie in one slot, whole: its pieces (minPartitions
+    may cut it) together read exactly its range in this batch.
+    """
+    if planned is None:
+        raise SinkPreconditionError(f"batch {plan.batch_id}: the sink cannot read which Kafka ranges the batch's Spark"
+                                    " partitions hold (a shuffle before the sink?); slot scope needs them")
+    pieces: dict[int, list[tuple[int, int, int]]] = {}
+    slots = []
+    for k, partition in enumerate(coalesced.partitions()):
+        mine = set()
+        for index in partition.parentsIndices():
+            _, p, start, end = planned[index]
+            pieces.setdefault(p, []).append((k, start, end))
+            mine.add(p)
+        slots.append(tuple(sorted(mine)))
+    for p, held in pieces.items():
+        ranges = sorted((start, end) for _, start, end in held)
+        whole = (plan.start_offsets.get(p, 0), plan.end_offsets.get(p, -1))
+        contiguous = all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+        if len({k for k, _, _ in held}) != 1 or not contiguous or (ranges[0][0], ranges[-1][1]) != whole:
+            raise SinkPreconditionError(
+                f"batch {plan.batch_id}: {topic}[{p}]'s range {whole[0]}..{whole[1]} is read as"
+                f" {[(k, start, end) for k, start, end in sorted(held)]} (slot, from, until): slot scope needs each"
+                " Kafka partition whole in one slot")
+    return tuple(slots)
+
+
+def partitions_changing_slot(slot_partitions, slot_of: dict[int, tuple[int, int]], slots: int) -> dict:
+    """The partitions whose slot in this batch's map differs from the (k, G) of their last commit, with that (k, G)."""
+    return {p: slot_of[p] for k, mine in enumerate(slot_partitions) for p in mine
+            if slot_of.get(p, (k, slots)) != (k, slots)}

@@ -28,6 +28,12 @@ _OFFSET_READERS: dict[tuple, object] = {}
 # partitions left 900 idle producers, each with its librdkafka threads, beside the next arm. An
 # evicted producer that is wanted again costs one init_transactions.
 PRODUCER_IDLE_S = 60.0
+# At most this many producers per process, the least recently used closed first. Each
+# confluent-kafka client holds one of the process's 1,024 thread-local keys (glibc's
+# PTHREAD_KEYS_MAX) until it is gone: partition scope at 1,000 partitions left the bench driver
+# with a thousand of the keeper's producers, and its next client failed with "Failed to
+# initialize thread local storage". A worker holds one producer per partition (or slot) it ran.
+MAX_CACHED_PRODUCERS = 256
 _LAST_USED: dict[tuple, float] = {}
 _clock = time.monotonic
 
@@ -60,9 +66,12 @@ def cached_producer(plan: TaskPlan, key: tuple, timings: dict[str, float]):
         timings["init"] += time.perf_counter() - started
         _PRODUCERS[key] = producer
     now = _clock()
-    _LAST_USED[key] = now
+    _LAST_USED.pop(key, None)
+    _LAST_USED[key] = now  # the dict stays in order of last use, the least recent first
     for idle in [other for other, used in _LAST_USED.items() if now - used > PRODUCER_IDLE_S]:
         drop_producer(idle)
+    for oldest in list(_LAST_USED)[:max(0, len(_LAST_USED) - MAX_CACHED_PRODUCERS)]:
+        drop_producer(oldest)
     return producer
 
 

@@ -169,3 +169,13 @@ def test_a_producer_idle_past_the_limit_is_closed_when_another_is_used(cluster, 
     assert [key[0] for key in sink_clients._PRODUCERS] == ["app.in.1"], "the idle copy's threads are gone"
     sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     assert len(cluster.producers) == 3, "wanted again, it costs one new producer"
+
+
+def test_past_the_cap_the_least_recently_used_producer_is_closed(cluster, monkeypatch):
+    monkeypatch.setattr(sink_clients, "MAX_CACHED_PRODUCERS", 2)
+    monkeypatch.setattr(sink_clients, "_LAST_USED", {})
+    for partition in (0, 1, 0, 2):  # in.0 was used again after in.1, so in.1 is the least recent
+        sink_task.run_transaction(plan_for(end_offsets={partition: 10}), f"app.in.{partition}", [],
+                                  {("in", partition): 10})
+    assert sorted(key[0] for key in sink_clients._PRODUCERS) == ["app.in.0", "app.in.2"]
+    assert len(cluster.producers) == 3, "in.0's second task reused its producer"

@@ -223,12 +223,12 @@ class OffsetKeeper:
 
     def refresh(self) -> list[int]:
         """Re-commit the offsets of partitions not committed for a third of the retention; return them."""
-        now = time.monotonic()
-        stale = [p for p in self.sink.input_partitions()
-                 if now - self._last_commit.get(p, -math.inf) >= self.refresh_after_s]
-        if not stale:
-            return []
-        with self.sink.lock:
+        with self.sink.lock:  # judged under the lock: the batch it waited for may have committed them all
+            now = time.monotonic()
+            stale = [p for p in self.sink.input_partitions()
+                     if now - self._last_commit.get(p, -math.inf) >= self.refresh_after_s]
+            if not stale:
+                return []
             refreshed = self.sink.recommit(stale)
         self.committed(stale)  # those without an offset have nothing to refresh until a batch commits one
         if refreshed:

@@ -41,6 +41,21 @@ def test_the_keeper_refreshes_what_no_commit_touched_for_a_third_of_the_retentio
     assert keeper.refresh() == [] and len(sink.recommits) == 2
 
 
+def test_the_keeper_judges_staleness_after_the_batch_it_waited_for(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr("streaming.sink_group.time.monotonic", lambda: clock[0])
+    sink = RecordingSink([0, 1])
+    keeper = OffsetKeeper(sink, retention_minutes=3)
+    sink.lock.acquire()  # a long first batch is running
+    refreshing = threading.Thread(target=lambda: keeper.refresh())
+    refreshing.start()
+    refreshing.join(0.2)
+    keeper.committed([0, 1])  # the batch committed every partition, then released the lock
+    sink.lock.release()
+    refreshing.join(5)
+    assert sink.recommits == [], "nothing the batch just committed is re-committed"
+
+
 def test_a_group_written_by_the_other_scope_is_refused_and_an_untagged_one_is_not():
     check_scope({0: CommittedOffset(5, None), 1: CommittedOffset(-1, None)}, "in", "app", "batch")
     with pytest.raises(SinkPreconditionError, match=r"partitions 1, 3\); .* Keep --txn-scope partition, or use a new"):

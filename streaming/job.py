@@ -433,27 +433,6 @@ def python_locations(spark) -> dict:
             "tasks": spark.sparkContext.parallelize(range(tasks), tasks).mapPartitions(_where_this_python_is).collect()}
 
 
-def session_defaults(settings: StreamSettings) -> dict[str, str]:
-    """The job's Spark defaults that depend on its input: a Kafka consumer pool that holds every partition's consumer.
-
-    Read before the session starts (the pool's capacity is fixed then); a broker that does not
-    answer leaves Spark's own default, and the sink's first check says what is wrong.
-    """
-    from confluent_kafka import Consumer, KafkaException
-
-    from conf.client_log import CLIENT_LOG
-    from streaming.session import consumer_cache_defaults
-
-    reader = Consumer(settings.connection.librdkafka(**{"group.id": f"{settings.app_id}.metadata"}), logger=CLIENT_LOG)
-    try:
-        found = reader.list_topics(settings.input_topic, timeout=10).topics.get(settings.input_topic)
-    except KafkaException:
-        return {}
-    finally:
-        reader.close()
-    return consumer_cache_defaults(len(found.partitions)) if found is not None and found.error is None else {}
-
-
 def _exit_after_spark(spark, parser: argparse.ArgumentParser, status: int, exc: Exception) -> None:
     """Stop Spark quietly (the session `main` started, else None), then exit with the failure's one line as the last words.
 
@@ -474,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     """spark-submit entry point."""
     from pydantic import ValidationError
 
-    from streaming.session import build_spark_session
+    from streaming.session import build_spark_session, session_defaults
 
     parser = argparse.ArgumentParser(prog="streaming/job.py", description=__doc__.splitlines()[0])
     add_stream_arguments(parser)

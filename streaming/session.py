@@ -11,12 +11,16 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from conf.secrets import SECRET_KEY_PATTERN, SECRET_VALUE_PATTERN
 from conf.settings import console_log4j_config
+
+if TYPE_CHECKING:
+    from conf.stream_settings import StreamSettings
 
 # Two threads, and up to four attempts per task: local mode otherwise never retries a failed
 # task, and task retry is part of the exactly-once protocol being measured.
@@ -134,3 +138,23 @@ def _launched_by_spark_submit() -> bool:
     """Tell whether this Python process is the driver of a spark-submit launch."""
     # spark-submit starts the Python driver through py4j's gateway, and says so in the env.
     return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def session_defaults(settings: StreamSettings) -> dict[str, str]:
+    """The job's Spark defaults that depend on its input: a Kafka consumer pool that holds every partition's consumer.
+
+    Read before the session starts (the pool's capacity is fixed then); a broker that does not
+    answer leaves Spark's own default, and the sink's first check says what is wrong.
+    """
+    from confluent_kafka import Consumer, KafkaException
+
+    from conf.client_log import CLIENT_LOG
+
+    reader = Consumer(settings.connection.librdkafka(**{"group.id": f"{settings.app_id}.metadata"}), logger=CLIENT_LOG)
+    try:
+        found = reader.list_topics(settings.input_topic, timeout=10).topics.get(settings.input_topic)
+    except KafkaException:
+        return {}
+    finally:
+        reader.close()
+    return consumer_cache_defaults(len(found.partitions)) if found is not None and found.error is None else {}

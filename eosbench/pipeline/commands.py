@@ -123,6 +123,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
     from eosbench.local.kafka_admin import describe_topic
     from eosbench.local.spark import spark_session
     from streaming import job
+    from streaming.session import session_defaults
 
     settings = job.settings_from_args(args)
     spark_conf = parse_kv_pairs(args.conf)
@@ -133,7 +134,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
     # The executors of a cluster run the packed environment, as under `eosbench package`'s line.
     spark_conf = cluster_spark_conf(args.master, spark_conf)
     spark = spark_session(f"eosbench-stream-{settings.app_id}", master=args.master, conf=spark_conf,
-                          defaults=job.session_defaults(settings))
+                          defaults=session_defaults(settings))
     summary = job.run(spark, settings)
     if args.report_python:
         summary.python = job.python_locations(spark)

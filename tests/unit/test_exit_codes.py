@@ -262,7 +262,7 @@ def test_spark_submits_entry_point_ends_a_failed_run_in_one_line(monkeypatch, ca
     stopped = []
     spark = SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=stopped.append), stop=lambda: stopped.append("stop"))
     monkeypatch.setattr(streaming.session, "build_spark_session", lambda _name, defaults: spark)
-    monkeypatch.setattr(job, "session_defaults", lambda _settings: {})
+    monkeypatch.setattr(streaming.session, "session_defaults", lambda _settings: {})
     monkeypatch.setattr(job, "run", fail)
     with pytest.raises(SystemExit) as exited:
         job.main(["--input-topic", "i", "--output-topic", "o"])

@@ -137,9 +137,9 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
         shift = (round_number - 1) % len(variants)
         for variant in variants[shift:] + variants[:shift]:  # rotate so no sink always goes first
             settings = settings_for(variant, f"{variant.replace('+', '-')}-r{round_number}")
-            before = request_counts(urls, COORDINATOR_REQUESTS)
+            before = _request_counts_or_none(urls)
             summary = job.run(spark, settings, on_batch=lambda batch, v=variant: batch_seconds[v].append(batch.duration_s))
-            after = request_counts(urls, COORDINATOR_REQUESTS)
+            after = _request_counts_or_none(urls) if before is not None else None
             markers = 0  # only the transactional sink writes markers (and counts the records it wrote)
             if settings.sink == "kafka-eos":
                 ends = stable_and_end_offsets(bootstrap, settings.output_topic)
@@ -154,7 +154,7 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
                                    1000 * summary.first_send_after_begin_s / transactions if transactions else 0,
                                "transactions": transactions}
             figures = scaling_figures(transactions, summary.batches, summary.seconds, summary.phase_seconds,
-                                      markers, before, after if urls else None)
+                                      markers, before or Counter(), after)
             # After the first two batches: Spark's Kafka source creates a consumer per partition in the
             # first batch (about 0.26 s each here), which at 256 partitions is most of a short run.
             figures.update(slots_fenced=summary.slots_fenced, records_per_s=rate, load_average=os.getloadavg()[0],
@@ -407,6 +407,21 @@ def _append_rows(spark, report: dict, batch_seconds: dict[str, list[float]], res
                 figures_json=json.dumps({"throughput": rates[variant]})))
     path = results.append_rows(spark, rows, results_dir)
     return f"{path} ({len(rows)} rows)"
+
+
+def _request_counts_or_none(urls: list[str]) -> Counter | None:
+    """The brokers' coordinator request counts, or None (said in one line) when an exporter does not answer.
+
+    A run's records/s and markers stand without them, so an exporter that fails mid-bench costs
+    that run its request figures, not the bench.
+    """
+    if not urls:
+        return None
+    try:
+        return request_counts(urls, COORDINATOR_REQUESTS)
+    except EnvironmentProblem as exc:
+        print(f"no coordinator request counts for this run: {exc}", flush=True)
+        return None
 
 
 def _latency_run(bootstrap: str | Connection, settings_for, rate: float, seconds: int, spark) -> dict:

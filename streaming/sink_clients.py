@@ -32,8 +32,10 @@ PRODUCER_IDLE_S = 60.0
 # confluent-kafka client holds one of the process's 1,024 thread-local keys (glibc's
 # PTHREAD_KEYS_MAX) until it is gone: partition scope at 1,000 partitions left the bench driver
 # with a thousand of the keeper's producers, and its next client failed with "Failed to
-# initialize thread local storage". A worker holds one producer per partition (or slot) it ran.
-MAX_CACHED_PRODUCERS = 256
+# initialize thread local storage". A worker holds one producer per partition (or slot) it ran:
+# the cap leaves a quarter of the keys to other clients and still holds the 500 partitions each
+# of two workers runs at 1,000 (at 256, partition scope there created every producer anew each batch).
+MAX_CACHED_PRODUCERS = 768
 _LAST_USED: dict[tuple, float] = {}
 _clock = time.monotonic
 

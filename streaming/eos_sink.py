@@ -240,9 +240,15 @@ class TransactionalSink:
 
     def __call__(self, df, batch_id: int) -> None:
         started = time.perf_counter()
+        stats = BatchStats(batch_id)
         try:
-            with self.lock, stop_kept_short(batch_id):
-                stats = self._run_batch(df, batch_id)
+            with stats.timing("keeper_wait"):
+                self.lock.acquire()
+            try:
+                with stop_kept_short(batch_id):
+                    self._run_batch(df, batch_id, stats)
+            finally:
+                self.lock.release()
         except (SinkPreconditionError, AuthorizationFailure, ExactlyOnceViolation) as exc:
             self.refusal = exc
             raise
@@ -258,19 +264,22 @@ class TransactionalSink:
         if self.fault == f"kill-driver-after-sink-commit:{batch_id}":
             _kill_driver(self.spark)
 
-    def _run_batch(self, df, batch_id: int) -> BatchStats:
-        plan = self.plan(batch_id)
+    def _run_batch(self, df, batch_id: int, stats: BatchStats) -> None:
+        with stats.timing("plan"):
+            plan = self.plan(batch_id)
         self._partitions = sorted(set(self._partitions) | set(plan.end_offsets))
         if batch_id == 0 == self._pending_batch:
-            self._check_first_batch_replay(plan)
-        stats = BatchStats(batch_id)
+            with stats.timing("first_batch_check"):
+                self._check_first_batch_replay(plan)
         source = df.select(*source_columns())
         if self.settings.txn_scope == "partition":
             # `df`, not `source`: a projection keeps the partitions, and only `df` is foreachBatch's own.
-            if self.fault != "blind-driver-split-check":
-                self._check_one_task_per_partition(df, plan)
-            plan = replace(plan, planned_ranges=planned_ranges(df))
-            rows = source.mapInArrow(partition_task(plan), STATS_SCHEMA).collect()
+            with stats.timing("split_guard"):
+                if self.fault != "blind-driver-split-check":
+                    self._check_one_task_per_partition(df, plan)
+                plan = replace(plan, planned_ranges=planned_ranges(df))
+            with stats.timing("tasks"):
+                rows = source.mapInArrow(partition_task(plan), STATS_SCHEMA).collect()
             seen = [(row["topic"], row["partition"]) for row in rows]
             if len(seen) != len(set(seen)):
                 raise ExactlyOnceViolation(f"batch {batch_id}: two tasks wrote for one input partition:"
@@ -278,14 +287,15 @@ class TransactionalSink:
             for row in rows:
                 stats.add_task(row.asDict())
             self.keeper.committed(row["partition"] for row in rows if row["outcome"] == "committed")
-            self._commit_empty_slices(plan, {p for _, p in seen}, stats)
+            with stats.timing("empty_slices"):
+                self._commit_empty_slices(plan, {p for _, p in seen}, stats)
         elif self.settings.txn_scope == "slot":
             self._slot_scope(df, plan, stats)
         else:
-            row = self._batch_scope(source, plan)
+            with stats.timing("tasks"):
+                row = self._batch_scope(source, plan)
             stats.add_task(row)
             self.keeper.committed(row["committed_partitions"])
-        return stats
 
     def _check_one_task_per_partition(self, df, plan: TaskPlan) -> None:
         """The driver's split guard: one Spark partition per Kafka partition with new offsets.
@@ -366,18 +376,22 @@ class TransactionalSink:
         from pyspark.sql import DataFrame
 
         topic = self.settings.input_topic
-        coalesced = batch_rdd(df).coalesce(self.slots, False, getattr(self.spark._jvm.scala.Option, "empty")(), None)
-        slot_partitions = slot_map(coalesced, planned_ranges(df), plan, topic)
+        with stats.timing("slot_map"):
+            coalesced = batch_rdd(df).coalesce(self.slots, False, getattr(self.spark._jvm.scala.Option, "empty")(),
+                                               None)
+            slot_partitions = slot_map(coalesced, planned_ranges(df), plan, topic)
         plan = replace(plan, slot_partitions=slot_partitions)
         moved = partitions_changing_slot(slot_partitions, self._slot_of, self.slots)
         if moved:
             SINK_LOG.info("batch %d: %d partitions of %s change slot (first: %s from slot %s to another), fencing"
                           " the slot ids first", plan.batch_id, len(moved), topic, *next(iter(moved.items())))
-            self._fence_slots(set(moved.values()))
+            with stats.timing("fence"):
+                self._fence_slots(set(moved.values()))
         # The very RDD whose grouping was read: planning a coalesce again could group differently.
         batch = DataFrame(self.spark._jsparkSession.internalCreateDataFrame(coalesced, df._jdf.schema(), False),
                           self.spark)
-        rows = batch.select(*source_columns()).mapInArrow(slot_task(plan, topic), STATS_SCHEMA).collect()
+        with stats.timing("tasks"):
+            rows = batch.select(*source_columns()).mapInArrow(slot_task(plan, topic), STATS_SCHEMA).collect()
         committed = {p for row in rows for p in row["committed_partitions"]}
         for row in rows:
             stats.add_task(row.asDict())
@@ -385,7 +399,8 @@ class TransactionalSink:
             self._note_slots([p for p in mine if p in committed], k)
         self.keeper.committed(committed)
         stats.slots_fenced, self.slots_fenced = self.slots_fenced, 0
-        self._commit_empty_slices(plan, {p for mine in slot_partitions for p in mine}, stats)
+        with stats.timing("empty_slices"):
+            self._commit_empty_slices(plan, {p for mine in slot_partitions for p in mine}, stats)
 
     def _fence_slots(self, old: set[tuple[int, int]]) -> None:
         """init_transactions on every slot id of this run and the given old (k, G) ones, before any task runs.

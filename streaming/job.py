@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
@@ -40,6 +42,10 @@ except ImportError as missing:  # spark-submit ran the driver on a Python withou
           " PYSPARK_PYTHON set to the Python that has eosbench's packages (docs/streaming.md, 'Running"
           " the job')", file=sys.stderr)
     sys.exit(3)  # the environment lacks something (the CLI contract's exit 3)
+
+# Batches a run's steady figures leave out: the first creates Spark's Kafka consumers and the
+# sink's producers, the second still meets some (a task landing on another Python worker).
+STARTUP_BATCHES = 2
 
 
 def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
@@ -183,9 +189,14 @@ class StreamSummary:
     register_round_trips: int = 0
     first_send_after_begin_s: float = 0.0
     slots_fenced: int = 0  # slot scope: slot ids the driver fenced (at start, and for each changed slot map)
+    # Median ms per batch, start-up excluded: Spark's trigger steps (durationMs) and the sink driver's own
+    # steps (BatchStats.driver_seconds), which is where a batch's time goes before and after the tasks.
+    trigger_ms: dict[str, float] = field(default_factory=dict)
+    driver_ms: dict[str, float] = field(default_factory=dict)
     visibility: dict | None = None  # with --observe-visibility: streaming/visibility.py's VisibilitySummary
     python: dict | None = None  # with --report-python: python_locations()
     _latency: object = None
+    _driver_seconds: deque = field(default_factory=lambda: deque(maxlen=1000))  # the last batches': a soak runs for days
 
     def add(self, batch: BatchStats) -> None:
         """Fold one batch in."""
@@ -203,8 +214,23 @@ class StreamSummary:
         for phase, seconds in batch.phase_seconds.items():
             self.phase_seconds[phase] = self.phase_seconds.get(phase, 0.0) + seconds
         self._latency = batch.latency_counts if self._latency is None else self._latency + batch.latency_counts
+        self._driver_seconds.append(batch.driver_seconds)
         self.latency_p50_ms = histogram_percentile(self._latency, 0.5)
         self.latency_p99_ms = histogram_percentile(self._latency, 0.99)
+
+    def settle(self, progress: list) -> None:
+        """Fill in the figures read at the end of the run: the steady rate and the median steps."""
+        self.input_rows = sum(report.numInputRows for report in progress)
+        self.steady_input_rows_per_s = steady_input_rate(progress)
+        steps: dict[int, dict] = {}
+        for report in progress:  # an idle trigger repeats the last batch's id: the batch's own report comes first
+            steps.setdefault(report.batchId, report.durationMs)
+        ordered = [steps[batch] for batch in sorted(steps)]
+        self.trigger_ms = median_ms(ordered[STARTUP_BATCHES:] or ordered)
+        driver = list(self._driver_seconds)
+        if self.batches == len(driver):  # the start-up batches are still held
+            driver = driver[STARTUP_BATCHES:] or driver
+        self.driver_ms = median_ms(driver, scale=1000)
 
     def to_json(self) -> str:
         """Serialise without the raw histogram."""
@@ -294,7 +320,13 @@ def group_lag(settings: StreamSettings, reader) -> int:
     return lag
 
 
-def steady_input_rate(progress: list, skip: int = 2) -> float | None:
+def median_ms(steps: list[dict[str, float]], scale: float = 1.0) -> dict[str, float]:
+    """The median of each step over a list of {step: duration} (times `scale`), a step missing from one counting 0."""
+    names = sorted({name for durations in steps for name in durations})
+    return {name: statistics.median(durations.get(name, 0.0) for durations in steps) * scale for name in names}
+
+
+def steady_input_rate(progress: list, skip: int = STARTUP_BATCHES) -> float | None:
     """Input rows per second between the starts of the batches after the first `skip`.
 
     The span from one batch's start to the next is what a trigger of any kind really costs (a
@@ -407,9 +439,7 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
                 summary.visibility = asdict(observer.stop())
     summary.seconds = time.monotonic() - started
     # Every sink's input count, with no extra Spark job (session.py keeps enough progress).
-    progress = query.recentProgress
-    summary.input_rows = sum(report.numInputRows for report in progress)
-    summary.steady_input_rows_per_s = steady_input_rate(progress)
+    summary.settle(query.recentProgress)
     if getattr(sink, "refusal", None) is not None:
         raise sink.refusal
     if query.exception() is not None:

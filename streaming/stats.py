@@ -6,6 +6,9 @@ any number of tasks merge by adding their counts, and the driver never touches a
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -84,6 +87,18 @@ class BatchStats:
     commits: list[tuple[str, float]] = field(default_factory=list)
     slots_fenced: int = 0  # slot scope: slot ids the driver fenced before the batch's tasks (a changed slot map)
     duration_s: float = 0.0
+    # The sink driver's own steps (waiting for the keeper, the plan, the guards, the tasks' Spark job,
+    # the empty slices), seconds each: where a batch's time goes besides the tasks' transactions.
+    driver_seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def timing(self, step: str) -> Iterator[None]:
+        """Add the time spent inside the block to driver_seconds[step]."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.driver_seconds[step] = self.driver_seconds.get(step, 0.0) + time.perf_counter() - started
 
     def add_task(self, row) -> None:
         """Merge one task's statistics row."""

@@ -71,6 +71,9 @@ def add_bench_parser(commands) -> None:
     spark.add_argument("--trigger-seconds", type=non_negative_int, default=30,
                        help="seconds of kafka-alo and kafka-eos at a 1 s trigger per round; 0 skips them")
     spark.add_argument("--latency-seconds", type=non_negative_int, default=30, help="0 skips the latency run")
+    spark.add_argument("--observe-visibility", action=argparse.BooleanOptionalAction, default=True,
+                       help="time each transaction's visibility in the latency run (its reader runs in a"
+                            " process of its own); --no-observe-visibility measures end-to-end latency alone")
     spark.add_argument("--sink", nargs="+", dest="sinks", default=list(SPARK_BENCH_DEFAULT_SINKS), choices=SPARK_BENCH_SINKS,
                        help="the sinks to run side by side; pre-registration on / off is kafka-eos+prereg /"
                             " kafka-eos+kafka-python, one client on both sides; kafka-eos+batch is --txn-scope batch,"
@@ -176,7 +179,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         reports = [spark.run(bootstrap, args.records, partitions, args.max_offsets_per_trigger, args.rounds,
                              args.latency_seconds, args.sinks, args.results_dir, args.trigger_seconds, args.master,
-                             most_partitions=max(args.partitions))
+                             most_partitions=max(args.partitions), observe_visibility=args.observe_visibility)
                    for partitions in sorted(set(args.partitions))]
         if len(reports) > 1:
             print(f"plot: {spark.plot_scaling(reports, args.results_dir)}")

@@ -7,8 +7,8 @@ one second of kafka-alo's measured drain rate, so each sink's fixed cost per bat
 rate it sustains (from the query's progress, start-up excluded). Latency: the transactional sink
 runs at a 1 s trigger while `eosbench produce` feeds it at half the sink's measured maximum, and
 the end-to-end histogram (input CreateTime to output commit) comes from the tasks, and the
-visibility latency (commit returned to read_committed sees it) from the driver's observer. Every figure
-is also appended to the Delta results table, one row per sink and mode.
+visibility latency (commit returned to read_committed sees it) from the observer's reader process.
+Every figure is also appended to the Delta results table, one row per sink and mode.
 
 Scaling: around each drain run the brokers' JMX exporters give the transaction coordinators'
 request counts, so each run also reports transactions per second, each request's rate, the
@@ -87,7 +87,7 @@ def _fill(bootstrap: str | Connection, topic: str, records: int, partitions: int
 
 def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets: int, rounds: int, latency_seconds: int,
         variants: list[str], output_dir: Path, trigger_seconds: int = 30, master: str | None = None,
-        most_partitions: int | None = None) -> dict:
+        most_partitions: int | None = None, observe_visibility: bool = True) -> dict:
     """Run the throughput rounds, the 1 s trigger rounds and the latency run; print, record and return the report."""
     brokers = len(cluster_metadata(bootstrap).brokers)
     urls = exporter_urls(bootstrap)
@@ -178,7 +178,8 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
         report["at_trigger"] = _trigger_rounds(bootstrap, spark, settings_for, source, partitions,
                                                int(medians["kafka-alo"]), rounds, trigger_seconds)
     if latency_seconds and "kafka-eos" in medians:
-        report["latency"] = _latency_run(bootstrap, settings_for, medians["kafka-eos"] / 2, latency_seconds, spark)
+        report["latency"] = _latency_run(bootstrap, settings_for, medians["kafka-eos"] / 2, latency_seconds, spark,
+                                         observe_visibility)
     output_dir.mkdir(parents=True, exist_ok=True)
     path = output_dir / f"spark-bench-{run_id}.json"
     path.write_text(json.dumps(report, indent=2))
@@ -424,10 +425,12 @@ def _request_counts_or_none(urls: list[str]) -> Counter | None:
         return None
 
 
-def _latency_run(bootstrap: str | Connection, settings_for, rate: float, seconds: int, spark) -> dict:
+def _latency_run(bootstrap: str | Connection, settings_for, rate: float, seconds: int, spark,
+                 observe_visibility: bool) -> dict:
     """kafka-eos at a 1 s trigger, fed at `rate` records/s by a separate producer process."""
     settings = settings_for("kafka-eos", "latency", trigger=TRIGGER, starting_offsets="latest",
-                            max_offsets_per_trigger=None, timeout_s=float(seconds), observe_visibility=True)
+                            max_offsets_per_trigger=None, timeout_s=float(seconds),
+                            observe_visibility=observe_visibility)
     live = f"{settings.input_topic}-live"
     create_topic(bootstrap, live, 4, 1)
     settings = settings.model_copy(update={"input_topic": live})
@@ -443,12 +446,13 @@ def _latency_run(bootstrap: str | Connection, settings_for, rate: float, seconds
         summary = job.run(spark, settings, on_batch=batches.append)
     finally:
         feeder.kill()
-    steady = [b.latency_counts for b in batches[2:]] or [b.latency_counts for b in batches]  # skip start-up
+    steady = [b.latency_counts for b in batches[job.STARTUP_BATCHES:]] or [b.latency_counts for b in batches]
     counts = np.sum(steady, axis=0)
     return {"trigger": TRIGGER, "offered_records_per_sec": rate, "seconds": seconds, "batches": len(batches),
             "records": int(counts.sum()), "p50_ms": histogram_percentile(counts, 0.5),
             "p99_ms": histogram_percentile(counts, 0.99), "max_batch_s": max(b.duration_s for b in batches),
-            "records_in": summary.records_in, "visibility": summary.visibility}
+            "records_in": summary.records_in, "visibility": summary.visibility, "trigger_ms": summary.trigger_ms,
+            "driver_ms": summary.driver_ms, "load_average": os.getloadavg()[0]}
 
 
 def _print(report: dict, path: Path) -> None:
@@ -489,7 +493,13 @@ def _print(report: dict, path: Path) -> None:
         verdict = "meets" if lat["p99_ms"] <= 2000 else "misses"
         print(f"end-to-end at 1 s trigger, {lat['offered_records_per_sec']:,.0f} records/s offered: p50"
               f" {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms ({verdict} the p99 <= trigger + 1 s target)")
+        steps = ", ".join(f"{step} {ms:,.0f}" for step, ms in sorted(lat["trigger_ms"].items(), key=lambda kv: -kv[1])
+                          if ms >= 1)
+        driver = ", ".join(f"{step} {ms:,.1f}" for step, ms in sorted(lat["driver_ms"].items(), key=lambda kv: -kv[1]))
+        print(f"  median ms per batch: Spark's trigger {steps}; the sink's driver {driver}"
+              f" (load average {lat['load_average']:.2f})")
         seen = lat["visibility"]
-        print(f"visibility (commit returned to read_committed sees it), {seen['samples']:,} transactions: p50"
-              f" {seen['p50_ms']:.1f} ms, p99 {seen['p99_ms']:.1f} ms, max {seen['max_ms']:.1f} ms")
+        if seen:
+            print(f"visibility (commit returned to read_committed sees it), {seen['samples']:,} transactions: p50"
+                  f" {seen['p50_ms']:.1f} ms, p99 {seen['p99_ms']:.1f} ms, max {seen['max_ms']:.1f} ms")
     print(f"json: {path}\nresults: {report['results_table']}")

@@ -24,7 +24,8 @@ from eosbench.soak.options import SoakOptions
 from eosbench.soak.report import FaultRecord, SoakReport, UnplannedExit, report_markdown, write_report
 from eosbench.local.spark_cluster import StandaloneCluster
 from streaming import topic_index, verify
-from streaming.job import steady_input_rate
+from streaming.job import StreamSummary, steady_input_rate
+from streaming.stats import BatchStats
 from streaming.topic_index import IncrementalIndexes, TopicIndex, _bounds
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "conf" / "workloads"
@@ -238,10 +239,10 @@ def test_cluster_start_refuses_a_taken_master_ui_port(tmp_path):
     assert cluster.status()[0].pid is None
 
 
-def progress_report(batch_id: int, seconds: float, rows: int) -> SimpleNamespace:
+def progress_report(batch_id: int, seconds: float, rows: int, duration_ms: dict | None = None) -> SimpleNamespace:
     """What the job reads of one StreamingQueryProgress."""
     stamp = datetime.fromtimestamp(1_800_000_000 + seconds, timezone.utc).isoformat().replace("+00:00", "Z")
-    return SimpleNamespace(batchId=batch_id, timestamp=stamp, numInputRows=rows)
+    return SimpleNamespace(batchId=batch_id, timestamp=stamp, numInputRows=rows, durationMs=duration_ms or {})
 
 
 def test_steady_rate_skips_start_up_idle_repeats_and_the_cut_off_last_batch():
@@ -250,6 +251,23 @@ def test_steady_rate_skips_start_up_idle_repeats_and_the_cut_off_last_batch():
                 progress_report(4, 9.5, 80)]  # the last batch: only its start counts
     assert steady_input_rate(progress) == pytest.approx((100 + 120) / 2.5)
     assert steady_input_rate(progress[:3]) is None
+
+
+def test_the_summary_gives_median_steps_without_start_up_and_counts_a_missing_step_as_zero():
+    summary = StreamSummary()
+    for batch_id, driver in enumerate([{"tasks": 9.0}, {"tasks": 5.0}, {"tasks": 0.2, "plan": 0.004},
+                                       {"tasks": 0.4}, {"tasks": 0.3, "plan": 0.002}]):
+        summary.add(BatchStats(batch_id, driver_seconds=driver))
+    progress = [progress_report(0, 0.0, 500, {"addBatch": 9000, "walCommit": 40}),
+                progress_report(1, 9.0, 100, {"addBatch": 5000, "walCommit": 30}),
+                progress_report(2, 14.0, 100, {"addBatch": 200, "walCommit": 20}),
+                progress_report(2, 15.0, 0, {"triggerExecution": 1}),  # an idle trigger repeats batch 2
+                progress_report(3, 16.0, 100, {"addBatch": 400, "walCommit": 10}),
+                progress_report(4, 17.0, 100, {"addBatch": 300, "walCommit": 30})]
+    summary.settle(progress)
+    assert summary.input_rows == 900
+    assert summary.driver_ms == pytest.approx({"tasks": 300.0, "plan": 2.0})
+    assert summary.trigger_ms == {"addBatch": 300, "walCommit": 20}
 
 
 def test_the_soaks_drain_check_reads_a_cluster_error_as_not_drained_and_keeps_its_reason(monkeypatch):

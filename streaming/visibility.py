@@ -19,9 +19,9 @@ broker killed or paused between the two) for long. Two clocks meet here:
 
 The reader is a process of its own because it looks at every record: as a thread of the driver's
 Python it held the interpreter lock for each fetch's records, beside the thread that runs
-foreachBatch, and doubled the end-to-end latency it stood beside (docs/benchmarks.md, "What the
-visibility observer costs"). The process reports each identity once, so what reaches the
-driver is a line per transaction, not per record. It ends when its standard input closes: the
+foreachBatch and the thread that hears of each commit, and reported a visibility p99 twice as
+long (docs/benchmarks.md, "What the visibility observer costs"). The process reports each
+identity once, so what reaches the driver is a line per transaction, not per record. It ends when its standard input closes: the
 observer stopped, or the driver died.
 
 A transaction is timed when both sides have reported, in either order (the driver hears of a

@@ -21,8 +21,8 @@ The reader is a process of its own because it looks at every record: as a thread
 Python it held the interpreter lock for each fetch's records, beside the thread that runs
 foreachBatch and the thread that hears of each commit, and reported a visibility p99 twice as
 long (docs/benchmarks.md, "What the visibility observer costs"). The process reports each
-identity once, so what reaches the driver is a line per transaction, not per record. It ends when its standard input closes: the
-observer stopped, or the driver died.
+identity once, so what reaches the driver is a line per transaction, not per record. It ends
+when its standard input closes: the observer stopped, or the driver died.
 
 A transaction is timed when both sides have reported, in either order (the driver hears of a
 commit only when its batch ends, often after the records were seen). A record seen before its
@@ -224,6 +224,7 @@ def _report_first_sightings(config: dict[str, str], topics: list[str]) -> None:
     stopped = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stopped.set()), daemon=True).start()
     reported: dict[str, float] = {}  # identity -> when first seen; a transaction spans partitions and fetches
+    next_forget = time.time() + FORGET_UNMATCHED_S
     try:
         while not stopped.is_set():
             messages = consumer.consume(10_000, timeout=0.05)
@@ -242,9 +243,9 @@ def _report_first_sightings(config: dict[str, str], topics: list[str]) -> None:
             if lines:
                 sys.stdout.write("".join(lines))
                 sys.stdout.flush()
-            if len(reported) > 100_000:
-                horizon = received - FORGET_UNMATCHED_S
-                reported = {identity: at for identity, at in reported.items() if at >= horizon}
+            if received >= next_forget:  # once per horizon, not per fetch: the dict holds a horizon's transactions
+                reported = {identity: at for identity, at in reported.items() if at >= received - FORGET_UNMATCHED_S}
+                next_forget = received + FORGET_UNMATCHED_S
     except BrokenPipeError:
         pass  # the driver is gone
     finally:

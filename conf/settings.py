@@ -188,6 +188,8 @@ class JarBundle(BaseModel):
     managed: tuple[str, ...] = ()
     transitive: bool = True
     skip_jars_bundled_with_pyspark: bool = False
+    # eosbench's own Java classes, compiled once into a jar that joins the bundle's.
+    java_sources: tuple[str, ...] = ()
 
     @field_validator("artifacts", "managed")
     @classmethod

@@ -60,7 +60,7 @@ from streaming.task_plan import (
     slot_transactional_id,
     transactional_id,
 )
-from streaming.slot_map import default_slots, partitions_changing_slot, slot_map
+from streaming.slot_map import default_slots, partitions_changing_slot, slot_groups, slot_map
 from streaming.starting_offsets import first_batch_written_again
 from streaming.stats import STATS_SCHEMA, BatchStats
 
@@ -87,6 +87,19 @@ def planned_ranges(df) -> tuple | None:
     KafkaBatchInputPartition per Spark partition. Only one-to-one dependencies are followed, so
     that Spark partition i of anything mapped from `df` reads range i; a shuffle gives None.
     """
+    planned = _planned_source(df, with_locations=False)
+    return None if planned is None else tuple(entry[:4] for entry in planned)
+
+
+def planned_ranges_and_locations(df) -> tuple[tuple | None, tuple]:
+    """planned_ranges, and the executor the Kafka source prefers for each Spark partition ("" if none)."""
+    planned = _planned_source(df, with_locations=True)
+    if planned is None:
+        return None, ()
+    return tuple(entry[:4] for entry in planned), tuple(entry[4] for entry in planned)
+
+
+def _planned_source(df, with_locations: bool) -> tuple | None:
     from py4j.protocol import Py4JError
 
     try:
@@ -96,12 +109,16 @@ def planned_ranges(df) -> tuple | None:
             if dependencies.size() != 1 or dependencies.head().getClass().getSimpleName() != "OneToOneDependency":
                 return None
             rdd = dependencies.head().rdd()
-        ranges = []
+        planned = []
         for partition in rdd.partitions():
             offset_range = partition.inputPartition().get().offsetRange()
-            ranges.append((offset_range.topic(), offset_range.partition(), offset_range.fromOffset(),
-                           offset_range.untilOffset()))
-        return tuple(ranges)
+            location = ""
+            if with_locations:
+                preferred = offset_range.preferredLoc()
+                location = preferred.get() if preferred.isDefined() else ""
+            planned.append((offset_range.topic(), offset_range.partition(), offset_range.fromOffset(),
+                            offset_range.untilOffset(), location))
+        return tuple(planned)
     except Py4JError:  # not a Kafka source, or Spark's classes changed: the tasks refuse
         return None
 
@@ -195,6 +212,7 @@ class TransactionalSink:
                              retention)
         self.keeper = OffsetKeeper(self, retention)
         self.slots_fenced = 0  # slot ids fenced by the driver, for the batch's stats
+        self._warned_default_coalescer = False
         if settings.txn_scope == "slot":  # a previous driver's zombies hold the old map's ids
             self._fence_slots(set(self._slot_of.values()))
 
@@ -377,9 +395,9 @@ class TransactionalSink:
 
         topic = self.settings.input_topic
         with stats.timing("slot_map"):
-            coalesced = batch_rdd(df).coalesce(self.slots, False, getattr(self.spark._jvm.scala.Option, "empty")(),
-                                               None)
-            slot_partitions = slot_map(coalesced, planned_ranges(df), plan, topic)
+            planned, locations = planned_ranges_and_locations(df)
+            coalesced = batch_rdd(df).coalesce(self.slots, False, self._coalescer(planned, locations), None)
+            slot_partitions = slot_map(coalesced, planned, plan, topic)
         plan = replace(plan, slot_partitions=slot_partitions)
         moved = partitions_changing_slot(slot_partitions, self._slot_of, self.slots)
         if moved:
@@ -401,6 +419,22 @@ class TransactionalSink:
         stats.slots_fenced, self.slots_fenced = self.slots_fenced, 0
         with stats.timing("empty_slices"):
             self._commit_empty_slices(plan, {p for mine in slot_partitions for p in mine}, stats)
+
+    def _coalescer(self, planned: tuple | None, locations: tuple):
+        """Option(SlotCoalescer) over slot_groups' map; Spark's default coalescer when its jar is not on the classpath."""
+        from py4j.java_gateway import JavaClass
+
+        jvm = self.spark._jvm
+        coalescer_class = jvm.eosbench.spark.SlotCoalescer
+        if planned is None or not isinstance(coalescer_class, JavaClass):
+            if planned is not None and not self._warned_default_coalescer:
+                self._warned_default_coalescer = True
+                SINK_LOG.warning("eosbench's SlotCoalescer is not on Spark's classpath (eosbench-spark.jar, which"
+                                 " `eosbench stream` ships): Spark's coalescer places each slot on a host, not an"
+                                 " executor, so a slot's consumers may be created again where it lands")
+            return getattr(jvm.scala.Option, "empty")()
+        slot_of, slot_locations = slot_groups(planned, locations, self.slots)
+        return jvm.scala.Option.apply(coalescer_class(",".join(map(str, slot_of)), "\n".join(slot_locations)))
 
     def _fence_slots(self, old: set[tuple[int, int]]) -> None:
         """init_transactions on every slot id of this run and the given old (k, G) ones, before any task runs.

@@ -20,6 +20,34 @@ def default_slots(spark) -> int:
     return spark.sparkContext.defaultParallelism
 
 
+def slot_groups(planned: tuple, locations: tuple, slots: int) -> tuple[list[int], list[str]]:
+    """The slot of each Spark partition and each slot's preferred executor ("" for none), for SlotCoalescer.
+
+    A Kafka partition's pieces share its slot, and a slot's partitions share one location, so
+    that the executor whose consumer pool holds their consumers runs the slot batch after batch.
+    The executors seen in the batch each own the slots k with k mod L equal to their rank (L
+    executors, sorted); with fewer slots than executors, slot k holds executors k, k + G, ....
+    The source places partition p on executor (31p + c) mod L, so p // L numbers an executor's
+    partitions consecutively and spreads them evenly over its slots; another placement costs
+    balance, never correctness. A slot is a function of p and the executors alone, so idle
+    partitions do not move the others.
+    """
+    places = sorted({location for location in locations if location})
+    if not places:
+        return [p % slots for _, p, _, _ in planned], [""] * slots
+    owned = [[k for k in range(slots) if k % len(places) == j] or [j % slots] for j in range(len(places))]
+    rank = {place: j for j, place in enumerate(places)}
+    place_of: dict[int, int] = {}
+    for (_, p, _, _), location in zip(planned, locations):
+        if location:
+            place_of.setdefault(p, rank[location])
+    slot_of = []
+    for _, p, _, _ in planned:
+        mine = owned[place_of.get(p, p % len(places))]
+        slot_of.append(mine[(p // len(places)) % len(mine)])
+    return slot_of, [places[k % len(places)] for k in range(slots)]
+
+
 def slot_map(coalesced, planned: tuple | None, plan: TaskPlan, topic: str) -> tuple[tuple[int, ...], ...]:
     """Per slot k (coalesced partition k), the input partitions Spark grouped into it; refuse a batch it splits.
 

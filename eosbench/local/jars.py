@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -38,7 +39,8 @@ def jar_cache_dir() -> Path:
 
 def bundle_digest(bundle: JarBundle) -> str:
     """Return a short digest of everything that decides a bundle's contents."""
-    return hashlib.sha256(bundle.model_dump_json().encode()).hexdigest()[:12]
+    # The bundle's own Java sources are compiled apart (compiled_jar), keyed by their contents.
+    return hashlib.sha256(bundle.model_dump_json(exclude={"java_sources"}).encode()).hexdigest()[:12]
 
 
 def bundle_dir(bundle: JarBundle) -> Path:
@@ -139,7 +141,52 @@ def resolve_bundle(name: str) -> list[Path]:
         with cache_lock(jar_cache_dir()):
             if not (target / _COMPLETE_MARKER).exists():
                 _resolve_into(bundle, target)
-    return sorted(target.glob("*.jar"))
+    jars = sorted(target.glob("*.jar"))
+    return [*jars, compiled_jar(bundle, jars)] if bundle.java_sources else jars
+
+
+def java_source(relative: str) -> Path:
+    """Return an installed package's Java source ("streaming/jvm/X.java")."""
+    package, _, rest = relative.partition("/")
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise EnvironmentProblem(f"cannot find the package {package!r} that holds {relative}")
+    return Path(next(iter(spec.submodule_search_locations))) / rest
+
+
+def compiled_jar(bundle: JarBundle, classpath: list[Path]) -> Path:
+    """Return the jar of a bundle's own Java sources, compiled against PySpark's and the bundle's jars once per source digest."""
+    sources = [java_source(relative) for relative in bundle.java_sources]
+    digest = hashlib.sha256(b"".join(source.read_bytes() for source in sources)).hexdigest()[:12]
+    target = jar_cache_dir() / f"{bundle.name}-classes-{digest}" / f"eosbench-{bundle.name}.jar"
+    if not target.exists():
+        with cache_lock(jar_cache_dir()):
+            if not target.exists():
+                _compile_into(sources, [pyspark_jars_dir() / "*", *classpath], target)
+    return target
+
+
+def _compile_into(sources: list[Path], classpath: list[Path], target: Path) -> None:
+    javac = Path(check_java()).with_name("javac")
+    if not javac.exists():
+        raise EnvironmentProblem(f"no javac next to {javac.parent / 'java'}: eosbench compiles a class of its own"
+                                 " and needs a JDK, not only a JRE")
+    with tempfile.TemporaryDirectory(prefix="eosbench-javac-", dir=jar_cache_dir()) as work:
+        classes = Path(work) / "classes"
+        completed = subprocess.run(
+            [str(javac), "--release", "17", "-nowarn", "-cp", os.pathsep.join(str(entry) for entry in classpath),
+             "-d", str(classes), *(str(source) for source in sources)],
+            capture_output=True, text=True)
+        if completed.returncode != 0:
+            first = (completed.stderr or completed.stdout).strip().splitlines()
+            raise EnvironmentProblem(f"could not compile {', '.join(s.name for s in sources)}: "
+                                     f"{first[0] if first else 'javac failed'}")
+        staging = Path(work) / target.name
+        with zipfile.ZipFile(staging, "w", zipfile.ZIP_DEFLATED) as jar:
+            for compiled in sorted(classes.rglob("*.class")):
+                jar.write(compiled, compiled.relative_to(classes).as_posix())
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging.rename(target)
 
 
 def _resolve_into(bundle: JarBundle, target: Path) -> None:

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from streaming.slot_map import partitions_changing_slot, slot_map
+from streaming.slot_map import partitions_changing_slot, slot_groups, slot_map
 from streaming.sink_group import SinkPreconditionError
 from streaming.task_plan import TaskPlan
 
@@ -61,3 +61,27 @@ def test_slot_and_partitioning_flags_are_checked_where_they_apply(fields, error)
 
     with pytest.raises(ValidationError, match=error):
         StreamSettings(input_topic="in", output_topic="out", **fields)
+
+
+def test_slot_groups_keep_each_slot_on_the_executor_that_the_source_prefers_for_its_partitions():
+    a, b = "executor_127.0.0.1_0", "executor_127.0.0.1_1"
+    ranges = tuple(("in", p, 0, 5) for p in range(8))
+    locations = tuple(a if p % 2 == 0 else b for p in range(8))  # the source's (31p + c) mod 2
+    slot_of, slot_locations = slot_groups(ranges, locations, 4)
+    assert slot_locations == [a, b, a, b]
+    assert slot_of == [0, 1, 2, 3, 0, 1, 2, 3], "each executor's partitions spread evenly over its own slots"
+    idle = [p for p in range(8) if p != 2]
+    assert slot_groups(tuple(ranges[p] for p in idle), tuple(locations[p] for p in idle), 4)[0] == \
+        [slot_of[p] for p in idle], "an idle partition moves no other partition's slot"
+
+
+def test_slot_groups_put_a_partitions_pieces_in_one_slot_and_cope_with_fewer_slots_than_executors():
+    places = ["executor_h_0", "executor_h_1", "executor_h_2"]
+    ranges = (("in", 0, 0, 5), ("in", 0, 5, 9), ("in", 1, 0, 5), ("in", 2, 0, 5))
+    slot_of, slot_locations = slot_groups(ranges, ("executor_h_0", "", places[1], places[2]), 2)
+    assert slot_of == [0, 0, 1, 0] and slot_locations == places[:2], "executor 2 shares slot 0 (2 mod 2)"
+
+
+def test_slot_groups_without_locations_deal_partitions_by_number():
+    ranges = tuple(("in", p, 0, 5) for p in (0, 1, 2, 5))
+    assert slot_groups(ranges, ("",) * 4, 2) == ([0, 1, 0, 1], ["", ""])

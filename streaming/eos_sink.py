@@ -16,9 +16,9 @@ slot's id in place of the partition's:
   slot's partitions and ranges, so in one batch only T(k) = `<app-id>.slot.<k>` commits them.
 - **Every attempt of slot k shares T(k).** A retry's new producer fences the attempt before it,
   so c, read after Step 1, is still true at commit time, and Step 3 drops what is committed.
-- **A partition that changes slot.** Coalesce groups by preferred location and by which ranges
-  hold offsets, so a partition can belong to slot k in one batch and slot j in the next, and a
-  restart can change G. A writer of T(k) fenced in batch b cannot commit, but one that no later
+- **A partition that changes slot.** The grouping follows the executors that the Kafka source
+  prefers (`slot_groups`; with Spark's own coalesce, also which ranges hold offsets), so a
+  partition can belong to slot k in one batch and slot j in the next, and a restart can change G. A writer of T(k) fenced in batch b cannot commit, but one that no later
   attempt of T(k) fenced (a previous driver's executor, or a slot id the new map no longer
   uses) could still commit a partition that T(j) now owns. So every commit records its slot and
   G in the offset metadata, and the driver runs `init_transactions` on every old and new slot id

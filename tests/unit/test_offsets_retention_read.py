@@ -1,0 +1,32 @@
+"""The brokers' offsets.retention.minutes, read once at sink start: unreadable means None, never a crash."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from types import SimpleNamespace
+
+from streaming import sink_group
+
+
+class SlowAdmin:
+    """An AdminClient whose broker never answers DescribeConfigs."""
+
+    def __init__(self, *_args, **_kwargs):
+        pass
+
+    def list_topics(self, timeout):
+        """One broker."""
+        return SimpleNamespace(brokers={1: None})
+
+    def describe_configs(self, resources):
+        """A future that never completes."""
+        return {resource: Future() for resource in resources}
+
+
+def test_a_broker_too_busy_to_answer_gives_no_setting_instead_of_a_timeout(monkeypatch):
+    import confluent_kafka.admin
+
+    monkeypatch.setattr(confluent_kafka.admin, "AdminClient", SlowAdmin)
+    real_result = Future.result
+    monkeypatch.setattr(Future, "result", lambda self, timeout=None: real_result(self, timeout=0.01))
+    assert sink_group.brokers_offsets_retention_minutes("127.0.0.1:1") is None

@@ -81,19 +81,13 @@ def _maybe_fault(plan: TaskPlan, where: str, partitions) -> None:
 # ----------------------------------------------------------------------------- one transaction
 
 
-def _process(plan: TaskPlan, records: SourceSlice, keep_from: int) -> list[bytes | None | Poison]:
-    """process(S') for one slice: a result per record at or above keep_from, POISON for a poison record.
+def _process(plan: TaskPlan, records: SourceSlice) -> list[bytes | None | Poison]:
+    """process(S') for one kept slice: a result per record, POISON for a poison record.
 
     None is a tombstone, carried to the output as one.
     """
     transform = TRANSFORMS[plan.process]
-    return [transform(key, value) for key, value, offset in zip(records.keys, records.values, records.offsets)
-            if offset >= keep_from]
-
-
-def _kept_keys(records: SourceSlice, keep_from: int) -> Iterator:
-    """The keys of the records at or above keep_from, in order (they line up with `_process`'s results)."""
-    return (key for key, offset in zip(records.keys, records.offsets) if offset >= keep_from)
+    return list(map(transform, records.keys, records.values))
 
 
 def _transaction_headers(plan: TaskPlan, identity: bytes,
@@ -104,9 +98,9 @@ def _transaction_headers(plan: TaskPlan, identity: bytes,
     return {plan.output_topic: txn_header(identity, out), plan.dead_letter_topic: txn_header(identity, dead)}
 
 
-def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: int, results: list[bytes | None | Poison],
+def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, results: list[bytes | None | Poison],
                    txn_headers: dict[str, tuple]) -> tuple[int, int, list[int]]:
-    """Produce one slice's results; return (records out, dead-lettered, input timestamps of those out).
+    """Produce one kept slice's results; return (records out, dead-lettered, input timestamps of those out).
 
     `txn_headers` holds, per target topic, the transaction's eos.txn header (`conf/headers.py`),
     built once per attempt: a record costs its own two header values and nothing more.
@@ -116,17 +110,15 @@ def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: in
     # Co-partitioned output: the input's partition number on both topics, as Kafka's TransactionalMessageCopier does.
     where = {"partition": records.partition} if plan.output_partitioning == "input" else {}
     out_txn, dead_txn = txn_headers[output], txn_headers[dead_letter]
-    out = dead = 0
+    dead = 0
     kept_timestamps: list[int] = []
-    rows = zip(records.keys, records.values, records.offsets, records.timestamps, records.src, records.in_ts)
-    kept = ((key, value, ts, src, in_ts) for key, value, offset, ts, src, in_ts in rows if offset >= keep_from)
-    for (key, value, ts, src, in_ts), result in zip(kept, results):
+    for key, value, ts, src, in_ts, result in zip(records.keys, records.values, records.timestamps, records.src,
+                                                  records.in_ts, results):
         if result is POISON:
             target, payload, txn = dead_letter, value, dead_txn
             dead += 1
         else:
             target, payload, txn = output, result, out_txn
-            out += 1
             kept_timestamps.append(ts)
         while True:
             try:
@@ -134,7 +126,7 @@ def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, keep_from: in
                 break
             except BufferError:
                 poll(0.005)
-    return out, dead, kept_timestamps
+    return len(kept_timestamps), dead, kept_timestamps
 
 
 # Seen in soaks: after a single broker's kill -9 and restart, a cached producer's records could
@@ -221,7 +213,8 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
                     stats["outcome"] = "skipped_replay"
                 break
             phase, phase_started = "produce", time.perf_counter()
-            results = [_process(plan, records, keep_from) for records, keep_from in chosen]
+            kept_slices = [sizing.kept_records(records, keep_from) for records, keep_from in chosen]
+            results = [_process(plan, records) for records in kept_slices]
             covered = {"partition": next(iter(to_commit))[1], "slot": f"slot{slot}"}.get(plan.txn_scope)
             identity = transaction_identity(covered, plan.batch_id)
             txn_headers = _transaction_headers(plan, identity, results)
@@ -235,8 +228,8 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
                 phase, phase_started = "register", begun
                 by_input = plan.output_partitioning == "input"  # then dead letters are named by partition
                 dead_keys = [records.partition if by_input else record_key
-                             for (records, keep_from), kept in zip(chosen, results)
-                             for record_key, result in zip(_kept_keys(records, keep_from), kept) if result is POISON]
+                             for records, kept in zip(kept_slices, results)
+                             for record_key, result in zip(records.keys, kept) if result is POISON]
                 stats["register_round_trips"] += producer.pre_register(
                     plan.output_topic, to_commit, tag, dead_letter=(plan.dead_letter_topic, dead_keys),
                     input_partitioned=by_input)
@@ -245,9 +238,9 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             stats["first_send_after_begin_s"] = phase_started - begun
             out = dead = 0
             kept_ts: list[int] = []
-            for (records, keep_from), kept in zip(chosen, results):
+            for records, kept in zip(kept_slices, results):
                 attempted += len(kept)
-                o, d, ts = _produce_slice(producer, plan, records, keep_from, kept, txn_headers)
+                o, d, ts = _produce_slice(producer, plan, records, kept, txn_headers)
                 out, dead = out + o, dead + d
                 kept_ts.extend(ts)
             undelivered = producer.flush(FLUSH_TIMEOUT_S)

@@ -62,6 +62,12 @@ def _first_kept(records: SourceSlice, keep_from: int) -> int:
     return bisect_left(records.offsets, keep_from)
 
 
+def kept_records(records: SourceSlice, keep_from: int) -> SourceSlice:
+    """S' of one slice (Step 3): its records at or above keep_from; the slice itself, uncopied, when it keeps them all."""
+    first = _first_kept(records, keep_from)
+    return records if first == 0 else _cut(records, first, len(records))
+
+
 def take_records(pending: list[tuple[SourceSlice, int]], cap: int | None
                  ) -> tuple[list[tuple[SourceSlice, int]], list[tuple[SourceSlice, int]]]:
     """Split Step 3's (slice, keep_from) pairs into what one transaction writes (at most `cap` kept records) and the rest."""

@@ -95,7 +95,7 @@ def test_broker_unreachable(command):
     "args,fragment",
     [
         (["broker", "start", "--brokers", "2"], "invalid choice: 2"),
-        (["broker", "start", "--heap-mb", "2048"], "--heap-mb"),
+        (["broker", "start", "--heap-mb", "8192"], "--heap-mb"),
         (["broker", "frobnicate"], "invalid choice: 'frobnicate'"),
         (["topics", "create", "t", "--partitions", "0"], "must be at least 1"),
         (["demo", "--abort-ratio", "1.5"], "--transaction-abort-ratio must lie in [0.0, 1.0]"),

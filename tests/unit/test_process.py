@@ -45,11 +45,11 @@ def test_the_transactional_sink_writes_a_tombstone_to_the_output_and_only_poison
 
     plan = SimpleNamespace(process="passthrough", output_topic="out", dead_letter_topic="out.dlq", output_partitioning="key")
     records = three_records()
-    results = sink_task._process(plan, records, keep_from=0)
+    results = sink_task._process(plan, records)
     headers = sink_task._transaction_headers(plan, b"0:1:abc", [results])
     assert headers == {"out": ("eos.txn", b"0:1:abc:2"), "out.dlq": ("eos.txn", b"0:1:abc:1")}
     producer = RecordingProducer()
-    assert sink_task._produce_slice(producer, plan, records, 0, results, headers)[:2] == (2, 1)
+    assert sink_task._produce_slice(producer, plan, records, results, headers)[:2] == (2, 1)
     assert producer.sent == [("out", b"plain", b"0"), ("out", None, b"1"), ("out.dlq", b"POISON record", b"2")]
 
 

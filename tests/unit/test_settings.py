@@ -108,7 +108,7 @@ def test_a_sasl_ssl_cluster_speaks_scram_over_tls_and_authenticates_controllers_
         settings.render_server_properties(settings.nodes()[0])
 
 
-@pytest.mark.parametrize("field,value", [("brokers", 2), ("heap_mb", 1024), ("port", 80), ("security", "tls")])
+@pytest.mark.parametrize("field,value", [("brokers", 2), ("heap_mb", 8192), ("port", 80), ("security", "tls")])
 def test_cluster_shape_is_validated(field, value):
     with pytest.raises(ValidationError):
         ClusterSettings(**{field: value})

@@ -1,10 +1,11 @@
-"""The brokers' offsets.retention.minutes, read once at sink start: unreadable means None, never a crash."""
+"""Reads of the brokers' settings and ACLs that a busy broker leaves unanswered: None, never a crash."""
 
 from __future__ import annotations
 
 from concurrent.futures import Future
 from types import SimpleNamespace
 
+from conf import failures
 from streaming import sink_group
 
 
@@ -30,3 +31,20 @@ def test_a_broker_too_busy_to_answer_gives_no_setting_instead_of_a_timeout(monke
     real_result = Future.result
     monkeypatch.setattr(Future, "result", lambda self, timeout=None: real_result(self, timeout=0.01))
     assert sink_group.brokers_offsets_retention_minutes("127.0.0.1:1") is None
+
+
+class SlowTopicAdmin(SlowAdmin):
+    """An AdminClient whose broker never answers DescribeTopics."""
+
+    def describe_topics(self, topics, include_authorized_operations):
+        """A future per topic that never completes."""
+        return {topic: Future() for topic in topics.topic_names}
+
+
+def test_a_broker_too_busy_to_say_which_topic_was_refused_leaves_the_failure_naming_them_all(monkeypatch):
+    import confluent_kafka.admin
+
+    monkeypatch.setattr(confluent_kafka.admin, "AdminClient", SlowTopicAdmin)
+    real_result = Future.result
+    monkeypatch.setattr(Future, "result", lambda self, timeout=None: real_result(self, timeout=0.01))
+    assert failures.unauthorized_topic({"bootstrap.servers": "127.0.0.1:1"}, [("in", "READ"), ("out", "WRITE")]) is None

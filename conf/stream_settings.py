@@ -21,6 +21,8 @@ TxnScope = Literal["partition", "slot", "batch"]
 OutputPartitioning = Literal["key", "input"]
 Process = Literal["passthrough", "checksum", "enrich"]
 StartingOffsets = Literal["earliest", "latest", "group", "output"]
+# `--trigger realtime:<interval>`: Spark's real-time mode, the interval being its checkpoint interval.
+REALTIME_PREFIX = "realtime:"
 _INTERVAL = re.compile(r"^\d+(\.\d+)?\s*(ms|milliseconds?|s|seconds?|min|minutes?)$")
 # Source options the job sets itself, from its own flags (Spark reads option names case-blind).
 _JOB_SOURCE_OPTIONS = {"kafka.bootstrap.servers": "--bootstrap-server", "subscribe": "--input-topic",
@@ -79,7 +81,8 @@ class StreamSettings(BaseModel):
     pre_register_partitions: bool = False
     sink_client: SinkClient | None = None  # None: librdkafka, or kafka-python with pre-registration
     process: Process = "passthrough"
-    trigger: str = "available-now"
+    trigger: str = "available-now"  # or an interval, or realtime:<interval> (streaming/realtime.py)
+    commit_interval_ms: int = 100  # real-time mode: the longest a record waits for its transaction's commit
     checkpoint: str | None = None  # a Hadoop URI or a local path (checkpoint_uri)
     starting_offsets: StartingOffsets = "earliest"
     max_offsets_per_trigger: int | None = None
@@ -109,8 +112,14 @@ class StreamSettings(BaseModel):
 
     @model_validator(mode="after")
     def _rules(self) -> StreamSettings:
-        if self.trigger != "available-now" and not _INTERVAL.match(self.trigger):
-            raise SettingsError(f"--trigger must be available-now or an interval such as '1 second', got {self.trigger!r}")
+        realtime = self.trigger.startswith(REALTIME_PREFIX)
+        if self.trigger != "available-now" and not _INTERVAL.match(self.trigger.removeprefix(REALTIME_PREFIX).strip()):
+            raise SettingsError("--trigger must be available-now, an interval such as '1 second', or realtime:<interval>"
+                                f" such as 'realtime:5 seconds', got {self.trigger!r}")
+        if "commit_interval_ms" in self.model_fields_set and not realtime:
+            raise SettingsError("--commit-interval-ms applies to --trigger realtime:<interval> only")
+        if self.commit_interval_ms < 1:
+            raise SettingsError("--commit-interval-ms must be at least 1")
         if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger <= 0:
             raise SettingsError("--max-offsets-per-trigger must be positive")
         if self.input_topic == self.output_topic:
@@ -155,6 +164,11 @@ class StreamSettings(BaseModel):
         if self.output_json is not None and (problem := output_file_problem(self.output_json)):
             raise SettingsError(f"--output-json {self.output_json}: {problem}")
         return self
+
+    @property
+    def realtime_interval(self) -> str | None:
+        """The checkpoint interval of a `realtime:<interval>` trigger, else None (micro-batch mode)."""
+        return self.trigger[len(REALTIME_PREFIX):].strip() if self.trigger.startswith(REALTIME_PREFIX) else None
 
     @property
     def metrics_tls(self) -> MetricsTls | None:

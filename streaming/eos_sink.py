@@ -44,6 +44,7 @@ from streaming.interruption import stop_kept_short
 from streaming.process import arrow_columns, source_columns
 from streaming.sink_group import (
     KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES,
+    CommittedOffset,
     OffsetKeeper,
     SinkPreconditionError,
     brokers_offsets_retention_minutes,
@@ -169,30 +170,36 @@ def _check_output_partitions(client, settings: StreamSettings, input_partitions:
                 " --output-partitioning key")
 
 
+def checked_group(settings: StreamSettings) -> tuple[object, list[int], dict[int, CommittedOffset]]:
+    """The sink group's member-less metadata, the input's partitions and their committed offsets, once the
+    topics and the group's scope pass the checks every transactional sink makes before it writes."""
+    from confluent_kafka import Consumer
+
+    # Member-less group metadata (generation -1, no member id), built once and shipped.
+    memberless = Consumer(settings.connection.librdkafka(**{
+        "group.id": settings.group_id, "isolation.level": "read_committed", "enable.auto.commit": False}),
+        logger=CLIENT_LOG)
+    try:
+        topic = settings.input_topic
+        partitions = sorted(memberless.list_topics(topic, timeout=30).topics[topic].partitions)
+        _check_dead_letter_topic(memberless, settings)
+        if settings.output_partitioning == "input":
+            _check_output_partitions(memberless, settings, len(partitions))
+        committed = read_committed_offsets(memberless, topic, partitions, settings.group_id)
+        check_scope(committed, topic, settings.group_id, settings.txn_scope)
+        return memberless.consumer_group_metadata(), partitions, committed
+    finally:
+        memberless.close()
+
+
 class TransactionalSink:
     """The foreachBatch function: plans each batch on the driver, runs the tasks, merges stats."""
 
     def __init__(self, settings: StreamSettings, spark, checkpoint: CheckpointLog, on_batch=None):
-        from confluent_kafka import Consumer
-
         self.settings = settings
         self.spark = spark
         self.on_batch = on_batch
-        # Member-less group metadata (generation -1, no member id), built once and shipped.
-        memberless = Consumer(settings.connection.librdkafka(**{
-            "group.id": settings.group_id, "isolation.level": "read_committed", "enable.auto.commit": False}),
-            logger=CLIENT_LOG)
-        try:
-            self.group_metadata = memberless.consumer_group_metadata()
-            topic = settings.input_topic
-            self._partitions = sorted(memberless.list_topics(topic, timeout=30).topics[topic].partitions)
-            _check_dead_letter_topic(memberless, settings)
-            if settings.output_partitioning == "input":
-                _check_output_partitions(memberless, settings, len(self._partitions))
-            committed = read_committed_offsets(memberless, topic, self._partitions, settings.group_id)
-            check_scope(committed, topic, settings.group_id, settings.txn_scope)
-        finally:
-            memberless.close()
+        self.group_metadata, self._partitions, committed = checked_group(settings)
         self.slots = settings.txn_slots or default_slots(spark)  # G, in slot scope
         # Slot scope: each partition's slot, as (k, G), of its last commit since the last fence of all slot ids.
         self._slot_of = {p: c.slot for p, c in committed.items() if c.slot is not None}

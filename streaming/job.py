@@ -79,7 +79,13 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
                              " --pre-register-partitions, which librdkafka cannot do)")
     parser.add_argument("--process", choices=("passthrough", "checksum", "enrich"), default="passthrough",
                         help="what each record goes through on its way (default: %(default)s)")
-    parser.add_argument("--trigger", default="available-now", help="available-now, or an interval such as '1 second'")
+    parser.add_argument("--trigger", default="available-now",
+                        help="available-now; an interval such as '1 second' (micro-batches); or realtime:<interval>"
+                             " such as 'realtime:5 seconds', Spark's real-time mode with that checkpoint interval"
+                             " (streaming/realtime.py)")
+    parser.add_argument("--commit-interval-ms", type=int, metavar="MS",
+                        help="real-time mode: commit each partition's transaction once its oldest record has waited"
+                             " this long (default: 100)")
     parser.add_argument("--checkpoint", metavar="URI",
                         help="the query's checkpoint folder: a local path, or a file://, hdfs://, s3a:// or abfs:// URI"
                              " (default: checkpoints/<app-id>)")
@@ -400,25 +406,33 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
             on_batch(batch)
 
     checkpoint = CheckpointLog(spark, settings.checkpoint_uri)  # one reader of the checkpoint, handed down
-    sink = {"kafka-eos": lambda: TransactionalSink(settings, spark, checkpoint, batch_done),
-            "kafka-alo": lambda: AtLeastOnceKafkaSink(settings, batch_done),
-            "delta": lambda: IdempotentDeltaSink(settings, batch_done)}[settings.sink]()
-    writer = (source(spark, settings, checkpoint).writeStream.foreachBatch(sink)
-              .option("checkpointLocation", settings.checkpoint_uri)
-              .queryName(settings.app_id))
-    writer = writer.trigger(availableNow=True) if settings.trigger == "available-now" \
-        else writer.trigger(processingTime=settings.trigger)
+    if settings.realtime_interval is not None:
+        from streaming.realtime import EpochWatcher, prepared_writer, write_stream
+
+        sink = prepared_writer(spark, settings)
+        writer = write_stream(spark, source(spark, settings, checkpoint), settings, sink)
+    else:
+        sink = {"kafka-eos": lambda: TransactionalSink(settings, spark, checkpoint, batch_done),
+                "kafka-alo": lambda: AtLeastOnceKafkaSink(settings, batch_done),
+                "delta": lambda: IdempotentDeltaSink(settings, batch_done)}[settings.sink]()
+        writer = source(spark, settings, checkpoint).writeStream.foreachBatch(sink)
+        writer = writer.trigger(availableNow=True) if settings.trigger == "available-now" \
+            else writer.trigger(processingTime=settings.trigger)
+    writer = writer.option("checkpointLocation", settings.checkpoint_uri).queryName(settings.app_id)
     started = time.monotonic()
     with sink.keeping_offsets() if isinstance(sink, TransactionalSink) else nullcontext():
         observer = _visibility_observer(settings, metrics)
         try:
             query = writer.start()
-        except BaseException:
+        except BaseException as exc:
             if observer:
                 observer.stop(wait_s=0)
+            if "STREAMING_REAL_TIME_MODE" in str(exc):  # Spark's own refusal of the trigger, in one line
+                raise SettingsError(f"--trigger {settings.trigger}: {str(exc).splitlines()[0]}") from None
             raise
         watcher = _ProgressWatcher(query, checkpoint, settings, metrics) \
             if metrics else None
+        epochs = EpochWatcher(query, sink, batch_done) if settings.realtime_interval is not None else None
         try:
             if settings.trigger == "available-now" or settings.timeout_s is None:
                 query.awaitTermination()
@@ -433,6 +447,8 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
                     raise streaming_query_failure(exc) from exc
                 raise denied from None
         finally:
+            if epochs:
+                epochs.stop()
             if watcher:
                 watcher.stop()
             if observer:

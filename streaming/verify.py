@@ -285,7 +285,9 @@ def verify(bootstrap: str | Connection, input_topic: str, output_topic: str, app
                 report.hanging_partitions.append(f"{topic}[{partition}]: last stable offset {stable} < end {end}")
     if app_id:
         ends = {partition: end for partition, (_, end) in input_ends.items()}
-        floors = committed_floors(committed_in, ends) if match_by == "key" else None
+        # The group may stop after the last committed record, short of a tail of markers and aborted
+        # records: a pipeline matched by key, and real-time mode, which commits {p: last record + 1}.
+        floors = committed_floors(committed_in, ends)
         report.group_offset_mismatches += group_offset_mismatches(
             input_topic, app_id, group_offsets(bootstrap, app_id, input_topic, sorted(ends)), ends, floors)
     return _conclude(report)
@@ -348,8 +350,8 @@ def group_offset_mismatches(topic: str, group: str, offsets: dict[int, int], end
                             floors: dict[int, int] | None = None) -> list[str]:
     """One line per partition whose group offset is wrong: not its end, or with floors, outside [floor, end].
 
-    `floors` (from `committed_floors`) serve a pipeline matched by key, whose group may stop after
-    the last committed record, short of a tail of aborted records and markers. A partition without
+    `floors` (from `committed_floors`) serve a group that may stop after the last committed record,
+    short of a tail of aborted records and markers. A partition without
     a committed offset (-1) counts as at 0.
     """
     lines = []

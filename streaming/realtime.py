@@ -1,0 +1,223 @@
+"""The job in Spark's real-time mode (`--trigger realtime:<interval>`): records commit every ~100 ms.
+
+In real-time mode one long task per input partition reads records as they arrive, and the
+trigger's interval is only how often Spark checkpoints (an epoch); foreachBatch does not run.
+The transactional sink is then a `foreach` writer, `streaming/jvm/RealTimeTransactionalWriter.java`,
+which commits one transaction of partition p whenever its oldest unwritten record has waited
+`--commit-interval-ms`, and at each epoch's end.
+
+Why exactly once. T(p) = <app-id>.<topic>.<p>, partition scope's id, so every commit of p's
+offsets comes from the newest producer of T(p): a task's first record makes it fence every older
+one (initTransactions), and a fenced producer can commit nothing. After the fence it reads c, the
+group's offset of p, which is stable because no other producer of T(p) can move it. Each
+transaction writes the records from c on and commits {p: last + 1} with them, atomically. When
+anything fails, Spark runs the epoch again from its checkpointed start offsets, which are at or
+below c; the writer drops every record below c and writes the rest once. A retry inside the task
+(a timed-out commit) takes a new producer, whose fence settles the transaction in doubt, and reads
+c again to learn whether it landed.
+
+What a replay costs: every record of the epoch up to the failure is read again and dropped (the
+sink writes nothing twice, but Spark reads up to one checkpoint interval again), so a long
+interval makes recovery slower, never wrong.
+
+Why in Java. PySpark's `foreach` hands rows to its Python worker in pickles that double in size
+until they reach a megabyte (`SerDeUtil.AutoBatchedPickler`); in real-time mode the next pickle
+waits for its rows, so a row waited up to the rest of its epoch before Python saw it (measured:
+docs/benchmarks.md, "Real-time mode"). The writer runs in the executor's JVM instead, with
+Kafka's Java client, and `--process` is the same transform in Java (a unit test holds the two to
+the same bytes).
+
+Preconditions, refused in one line before the query starts: every input partition needs a task
+slot at once (real-time mode runs all of an epoch's tasks together), one task per partition (no
+minPartitions, no maxRecordsPerPartition), no speculation (two attempts of one task would fence
+each other over and over), and no partition pre-registration (Kafka's Java producer cannot).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from conf.settings import SettingsError
+from conf.stream_settings import StreamSettings
+from streaming.stats import LATENCY_BOUNDS_MS, BatchStats
+
+WRITER_CLASS = "eosbench.spark.RealTimeTransactionalWriter"
+# The writer's Counters slots, in RealTimeTransactionalWriter.Counters' order.
+COUNTER_NAMES = ("records_out", "records_dead_lettered", "records_skipped", "transactions", "retries", "producers")
+_SPLITTING_OPTIONS = ("minpartitions", "maxrecordsperpartition")
+
+
+class RealTimeWriterMissing(SettingsError):
+    """The jar with the real-time writer is not on the job's classpath."""
+
+
+def precondition_problem(settings: StreamSettings, input_partitions: int, task_slots: int,
+                         speculation: bool) -> str | None:
+    """Why real-time mode cannot run this job exactly once (or at all), in one line; None when it can."""
+    if settings.sink not in ("kafka-eos", "kafka-alo"):
+        return f"--trigger {settings.trigger}: real-time mode writes to Kafka only (--sink kafka-eos or kafka-alo)"
+    if settings.sink == "kafka-alo" and settings.process != "passthrough":
+        return (f"--trigger {settings.trigger} --sink kafka-alo: Spark's own Kafka sink runs in real-time mode without"
+                " Python, so only --process passthrough")
+    if settings.pre_register_partitions:
+        return (f"--trigger {settings.trigger}: the real-time writer uses Kafka's Java producer, which cannot"
+                " register partitions before the first send; drop --pre-register-partitions")
+    if settings.txn_scope != "partition" or settings.sink_client is not None:
+        return (f"--trigger {settings.trigger}: real-time mode commits per input partition (partition scope, Kafka's"
+                " Java client); drop --txn-scope and --sink-client")
+    if settings.max_offsets_per_trigger is not None:
+        return f"--trigger {settings.trigger}: real-time mode reads as records arrive; drop --max-offsets-per-trigger"
+    if settings.observe_visibility or settings.visibility_log is not None:
+        return f"--trigger {settings.trigger}: --observe-visibility is measured in micro-batch mode only"
+    split = [name for name in settings.extra_source_options() if name.lower() in _SPLITTING_OPTIONS]
+    if split:
+        return (f"--source-options {split[0]}: real-time mode needs one task per Kafka partition, which the"
+                " transactional writer commits alone")
+    if speculation:
+        return ("spark.speculation is on: a speculative copy of a real-time task would fence the original's"
+                " producer, and each the other's, for the whole epoch; turn it off")
+    if task_slots < input_partitions:
+        return (f"{settings.input_topic} has {input_partitions} partitions but the job has {task_slots} task slots:"
+                f" real-time mode runs one task per partition, all at once; give it at least {input_partitions}"
+                f" (local[{input_partitions}], or executors x cores)")
+    return None
+
+
+class RealTimeWriter:
+    """The driver's handle on the Java writer: builds it, and reads its accumulators back as per-epoch BatchStats."""
+
+    def __init__(self, spark, settings: StreamSettings, input_partitions: int):
+        jvm, jsc = spark.sparkContext._jvm, spark.sparkContext._jsc.sc()
+        try:
+            writer_class = getattr(jvm, WRITER_CLASS)
+            self._counters = writer_class.Counters()
+        except Exception:  # py4j's error for a missing class is not worth showing
+            self._counters = None
+        if self._counters is None or not hasattr(self._counters, "value"):
+            raise RealTimeWriterMissing(
+                "the real-time writer (eosbench-spark.jar) is not on the job's classpath: add it to --jars"
+                " (`eosbench jars` lists it)")
+        gateway = spark.sparkContext._gateway
+        bounds = gateway.new_array(gateway.jvm.double, len(LATENCY_BOUNDS_MS))
+        for index, bound in enumerate(LATENCY_BOUNDS_MS):
+            bounds[index] = float(bound)
+        self._latency = writer_class.LatencyHistogram(bounds)
+        jsc.register(self._counters, f"eosbench-{settings.app_id}-counters")
+        jsc.register(self._latency, f"eosbench-{settings.app_id}-latency")
+        client = {"bootstrap.servers": settings.bootstrap_server,
+                  **{key[len("kafka."):]: value for key, value in settings.spark_kafka_options().items()}}
+        producer = {"linger.ms": "5", "transaction.timeout.ms": "60000",
+                    **dict(prop.split("=", 1) for prop in settings.producer_props)}
+        self.java = writer_class(client, producer, settings.app_id, settings.output_topic, settings.dead_letter,
+                                 settings.process, settings.output_partitioning == "input",
+                                 settings.commit_interval_ms, input_partitions, settings.max_retries,
+                                 self._counters, self._latency)
+        self._seen = np.zeros(len(COUNTER_NAMES), dtype=np.int64)
+        self._seen_latency = np.zeros(len(LATENCY_BOUNDS_MS) + 1, dtype=np.int64)
+        self._lock = threading.Lock()
+
+    def totals(self) -> dict[str, int]:
+        """Every count so far (tasks report theirs when their epoch ends)."""
+        return dict(zip(COUNTER_NAMES, (int(count) for count in self._counters.value())))
+
+    def epoch_done(self, batch_id: int, input_rows: int) -> BatchStats:
+        """The counts added since the last call, as one epoch's BatchStats."""
+        with self._lock:
+            counts = np.asarray(list(self._counters.value()), dtype=np.int64)
+            latency = np.asarray(list(self._latency.value()), dtype=np.int64)
+            delta, latency_delta = counts - self._seen, latency - self._seen_latency
+            self._seen, self._seen_latency = counts, latency
+        named = dict(zip(COUNTER_NAMES, (int(count) for count in delta)))
+        batch = BatchStats(batch_id, records_in=input_rows, records_out=named["records_out"],
+                           records_dead_lettered=named["records_dead_lettered"],
+                           records_skipped=named["records_skipped"], retries=named["retries"],
+                           latency_counts=latency_delta)
+        batch.outcomes["committed"] = named["transactions"]
+        return batch
+
+
+def write_stream(spark, df, settings: StreamSettings, writer: RealTimeWriter | None):
+    """The real-time query's DataStreamWriter: the transactional writer, or Spark's own Kafka sink for kafka-alo."""
+    from pyspark.sql import functions as F
+
+    interval = settings.realtime_interval
+    if writer is None:  # kafka-alo: Spark's Kafka sink, with the same routing and eos headers, no Python
+        poison = F.col("value").startswith(F.lit(b"POISON"))
+        src = F.concat_ws(":", "topic", F.col("partition").cast("string"), F.col("offset").cast("string"))
+        projected = df.select(
+            F.when(poison, F.lit(settings.dead_letter)).otherwise(F.lit(settings.output_topic)).alias("topic"),
+            "key", "value",
+            F.array(F.struct(F.lit("eos.src").alias("key"), src.cast("binary").alias("value")),
+                    F.struct(F.lit("eos.in_ts").alias("key"),
+                             F.unix_millis("timestamp").cast("string").cast("binary").alias("value"))).alias("headers"))
+        return (projected.writeStream.format("kafka").outputMode("update")
+                .options(**settings.spark_kafka_options())
+                .option("kafka.bootstrap.servers", settings.bootstrap_server).option("kafka.linger.ms", "5")
+                .trigger(realTime=interval))
+    stream = df.writeStream.outputMode("update").trigger(realTime=interval)
+    stream._jwrite = stream._jwrite.foreach(writer.java)
+    return stream
+
+
+def prepared_writer(spark, settings: StreamSettings) -> RealTimeWriter | None:
+    """Check the preconditions (raising SinkPreconditionError), then the transactional writer; None for kafka-alo."""
+    from streaming.eos_sink import checked_group
+    from streaming.sink_group import SinkPreconditionError
+    from streaming.slot_map import default_slots
+
+    if settings.sink == "kafka-eos":
+        _, partitions, _ = checked_group(settings)
+    else:
+        from confluent_kafka import Consumer
+
+        from conf.client_log import CLIENT_LOG
+
+        reader = Consumer(settings.connection.librdkafka(**{"group.id": f"{settings.app_id}.metadata"}), logger=CLIENT_LOG)
+        try:
+            partitions = list(reader.list_topics(settings.input_topic, timeout=30).topics[settings.input_topic].partitions)
+        finally:
+            reader.close()
+    speculation = spark.sparkContext.getConf().get("spark.speculation", "false").lower() == "true"
+    problem = precondition_problem(settings, len(partitions), default_slots(spark), speculation)
+    if problem:
+        raise SinkPreconditionError(problem)
+    return RealTimeWriter(spark, settings, len(partitions)) if settings.sink == "kafka-eos" else None
+
+
+class EpochWatcher:
+    """Turns each finished epoch of a real-time query into one BatchStats for `on_epoch` (summary, metrics, echo)."""
+
+    def __init__(self, query, writer: RealTimeWriter | None, on_epoch, interval_s: float = 0.5):
+        self.query, self.writer, self.on_epoch, self.interval_s = query, writer, on_epoch, interval_s
+        self._last_batch_id = -1
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="eosbench-epochs", daemon=True)
+        self._thread.start()
+
+    def _emit(self, batch_id: int, input_rows: int) -> None:
+        self.on_epoch(self.writer.epoch_done(batch_id, input_rows) if self.writer else BatchStats(batch_id, records_in=input_rows))
+
+    def _sweep(self) -> None:
+        for report in self.query.recentProgress:
+            if report.batchId > self._last_batch_id:
+                self._last_batch_id = report.batchId
+                self._emit(report.batchId, report.numInputRows)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self._sweep()
+            except Exception:  # a failed read of progress must never take the query down
+                continue
+
+    def stop(self) -> None:
+        """Stop watching after one last sweep; counts the tasks reported after the last progress form one more epoch."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._sweep()
+        if self.writer:
+            rest = self.writer.epoch_done(self._last_batch_id + 1, 0)
+            if rest.records_out or rest.records_dead_lettered or rest.records_skipped or rest.retries:
+                self.on_epoch(rest)

@@ -1,4 +1,4 @@
-"""The benchmarks' commands (`bench writes|produce|spark|streaming|protocol|sweep` and `report`), arguments by handler."""
+"""The benchmarks' commands (`bench writes|produce|spark|latency|streaming|protocol|sweep` and `report`), arguments by handler."""
 
 from __future__ import annotations
 
@@ -85,6 +85,19 @@ def add_bench_parser(commands) -> None:
     spark.add_argument("--results-dir", type=Path, default=Path("results"),
                        help="where the JSON goes; the rows go to the Delta table <DIR>/bench_runs")
     renamed_flag(spark, "--output-dir", "--results-dir")
+
+    latency = benches.add_parser("latency", parents=[bootstrap],
+                                 help="end-to-end latency of kafka-eos in micro-batch and real-time mode and of"
+                                      " Spark's own Kafka sink in real-time mode, side by side on fed inputs")
+    latency.add_argument("--rates", type=positive_float, nargs="+", default=[5_000, 10_000], metavar="RECORDS/S",
+                         help="offered rates, each arm at each (default: 5000 10000)")
+    latency.add_argument("--seconds", type=positive_int, default=40, help="seconds of each arm (default: 40)")
+    latency.add_argument("--partitions", type=positive_int, default=4, help="input and output partitions (default: 4)")
+    latency.add_argument("--commit-interval-ms", type=positive_int, default=100,
+                         help="the real-time writer's commit interval (default: 100)")
+    latency.add_argument("--master", type=spark_master, default="local[4]",
+                         help="Spark master; real-time mode needs a task slot per partition (default: local[4])")
+    latency.add_argument("--results-dir", type=Path, default=Path("results"), help="where the JSON goes")
 
     streaming = benches.add_parser(
         "streaming", parents=[bootstrap],
@@ -174,6 +187,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         interrupt_on_stop_signals()  # a SIGTERM still puts the transaction.version feature back
         protocol.run(bootstrap, sorted(set(args.sizes)), args.transactions, args.engines, args.results_dir,
                      args.output_json)
+    elif args.bench_command == "latency":
+        from eosbench.bench import latency
+
+        if args.seconds <= latency.WARMUP_S:
+            raise BadInput(f"--seconds must exceed the {latency.WARMUP_S:g} s warm-up each arm leaves out")
+        latency.run(bootstrap, args.rates, args.seconds, args.partitions, args.commit_interval_ms, args.master,
+                    args.results_dir)
     elif args.bench_command == "spark":
         from eosbench.bench import spark
 

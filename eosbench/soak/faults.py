@@ -154,7 +154,14 @@ def kill_driver(soak: SoakUnderFaults, occurrence: int) -> str:
     return f"SIGKILL driver pid {pid} and its session; restarted from the checkpoint"
 
 
-@fault_kind("kill-executor", spark_only=True)
+def has_an_executor_to_kill(options: SoakOptions) -> None:
+    """Refuse kill-executor where nothing runs the tasks but the driver: real-time mode on a local master."""
+    if options.realtime and not options.master.startswith("spark://"):
+        raise BadInput(f"--faults kill-executor: with --trigger {options.trigger} on a local master the tasks run in the"
+                       " driver's JVM, with no executor or Python worker of their own (kill-driver covers them)")
+
+
+@fault_kind("kill-executor", check=has_an_executor_to_kill, spark_only=True)
 def kill_executor(soak: SoakUnderFaults, occurrence: int) -> str:
     """SIGKILL where tasks run: on a standalone cluster alternately an executor JVM and a Python worker."""
     spark_cluster = soak.spark_cluster

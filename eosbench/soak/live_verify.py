@@ -103,15 +103,16 @@ class LiveVerifier:
             time.sleep(VERIFY_RETRY_PAUSE_S)
 
     def drained(self) -> bool:
-        """Tell whether the sink group has committed each input partition to its end (by key: past its last committed record)."""
+        """Tell whether the sink group has committed each input partition past its last committed record (at most its end)."""
         p = self.pipeline
         try:
             ends = {partition: end for partition, (_, end) in stable_and_end_offsets(p.bootstrap, p.input_topic).items()}
             committed = group_offsets(p.bootstrap, p.app_id, p.input_topic, sorted(ends))
-            # Matched by key (Kafka's copier), the group may rightly stop after the last committed
-            # record, short of an aborted tail: the producer is fenced, so the committed input is final.
-            floors = None if self.match_by == "source" else committed_floors(
-                self.indexes.read(p.bootstrap, p.input_topic, "read_committed", with_src=False), ends)
+            # The group may rightly stop after the last committed record, short of an aborted tail
+            # or a trailing marker: Kafka's copier does, and so does real-time mode, which commits
+            # {p: last record + 1}. The producer is stopped, so the committed input is final.
+            floors = committed_floors(self.indexes.read(p.bootstrap, p.input_topic, "read_committed", with_src=False),
+                                      ends)
         except KafkaException as exc:
             # Not drained yet, as far as anyone can tell: a broker restarting, or a transaction
             # hanging on __consumer_offsets (UNSTABLE_OFFSET_COMMIT until it ends). The wait's

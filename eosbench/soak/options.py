@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from conf.settings import DEFAULT_NAMENODE_PORT, ClusterSettings, HdfsSettings
-from conf.stream_settings import checkpoint_uri
+from pydantic import ValidationError
+
+from conf.settings import DEFAULT_NAMENODE_PORT, ClusterSettings, HdfsSettings, validation_error_line
+from conf.stream_settings import REALTIME_PREFIX, StreamSettings, checkpoint_uri
 from eosbench.console.errors import BadInput
 
 PIPELINES = ("spark", "java-copier")
@@ -40,10 +43,27 @@ class SoakOptions:
     command_config: Path | None = None  # the pipeline's client settings (default: the cluster's own, admin if secured)
     pipeline: str = "spark"  # what copies input to output: the Spark job, or Kafka's TransactionalMessageCopier
     txn_scope: str = "partition"  # the Spark job's transactional sink scope (--txn-scope)
+    trigger: str = "1 second"  # the Spark job's --trigger: an interval, or realtime:<interval> (real-time mode)
     checkpoint: str | None = None  # the folder (a path or Hadoop URI) that holds the run's checkpoint-<run id>
     hdfs: bool = False  # run the soak's own HDFS (`eosbench hdfs`) and keep the checkpoint there
     hdfs_port: int = DEFAULT_NAMENODE_PORT
     hdfs_state_dir: Path | None = None
+
+    @property
+    def realtime(self) -> bool:
+        """Whether the Spark job runs in real-time mode (--trigger realtime:<interval>)."""
+        return self.trigger.startswith(REALTIME_PREFIX)
+
+    def _check_realtime(self) -> None:
+        """Refuse a real-time soak that cannot start: Kafka's copier, or a local master with fewer threads than partitions."""
+        if self.pipeline != "spark":
+            raise BadInput(f"--trigger {self.trigger}: real-time mode is the Spark job's; --pipeline {self.pipeline}"
+                           " runs no Spark")
+        threads = re.fullmatch(r"local\[(\d+)(?:,\s*\d+)?\]", self.master)
+        if threads and int(threads.group(1)) < self.partitions:
+            raise BadInput(f"--trigger {self.trigger}: real-time mode runs one task per partition at once, and"
+                           f" --master {self.master} has {threads.group(1)} threads for {self.partitions} partitions;"
+                           f" use --master local[{self.partitions},4] or fewer --partitions")
 
     @property
     def hdfs_settings(self) -> HdfsSettings:
@@ -65,6 +85,12 @@ class SoakOptions:
                            " run it on a plaintext cluster (no --security sasl-ssl, no --command-config)")
         if self.checkpoint:
             checkpoint_uri(self.checkpoint)  # a scheme no checkpoint may use fails here, in one line
+        try:
+            StreamSettings(input_topic="input", output_topic="output", trigger=self.trigger)
+        except ValidationError as invalid:  # the stream would refuse it at every relaunch
+            raise BadInput(validation_error_line(invalid)) from None
+        if self.realtime:
+            self._check_realtime()
         if self.duration_s <= 0:
             raise BadInput("--duration must be positive")
         cluster_ports = {port: f"{role} of node {node.node_id}"

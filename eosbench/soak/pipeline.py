@@ -87,11 +87,12 @@ class Pipeline:
             "--input-topic", self.input_topic, "--output-topic", self.output_topic,
             "--bootstrap-server", str(self.bootstrap), *connection(self.bootstrap).tool_arguments(),
             "--app-id", self.app_id, "--checkpoint", self.checkpoint,
-            "--trigger", "1 second", "--starting-offsets", "group", "--txn-scope", o.txn_scope,
-            "--max-offsets-per-trigger", str(o.max_offsets_per_trigger),
+            "--trigger", o.trigger, "--starting-offsets", "group", "--txn-scope", o.txn_scope,
             "--metrics-port", str(o.metrics_port + 1), "--metrics-linger", "0",
-            "--visibility-log", str(self.visibility_log),
-            "--producer-props", "transaction.timeout.ms=30000"]
+            "--producer-props", "transaction.timeout.ms=30000",
+            # Real-time mode reads as records arrive, and its commits are not timed by the observer.
+            *([] if o.realtime else ["--max-offsets-per-trigger", str(o.max_offsets_per_trigger),
+                                     "--visibility-log", str(self.visibility_log)])]
         driver = ["--driver-memory", "768m", "--conf", "spark.task.maxFailures=4",
                   "--conf", f"spark.local.dir={self.driver_scratch}",
                   "--driver-java-options",

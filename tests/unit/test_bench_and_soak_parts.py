@@ -17,7 +17,7 @@ import pytest
 from conf.settings import SettingsError, SparkClusterSettings
 from conf.workload_settings import load_workload
 from eosbench.bench import results
-from eosbench.console.errors import EnvironmentProblem
+from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.bench.report import knee
 from eosbench.soak.faults import FAULTS, _java_string_hash
 from eosbench.soak.options import SoakOptions
@@ -271,9 +271,11 @@ def test_the_summary_gives_median_steps_without_start_up_and_counts_a_missing_st
 
 
 def test_the_soaks_drain_check_reads_a_cluster_error_as_not_drained_and_keeps_its_reason(monkeypatch):
+    import numpy as np
     from confluent_kafka import KafkaError, KafkaException
 
     from eosbench.soak import live_verify
+    from streaming.verify import TopicIndex
 
     def hanging(*_args, **_kwargs):
         raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed to get committed offsets: Local: Timed out"))
@@ -282,6 +284,9 @@ def test_the_soaks_drain_check_reads_a_cluster_error_as_not_drained_and_keeps_it
     monkeypatch.setattr(live_verify, "stable_and_end_offsets", lambda *_: {0: (10, 10), 1: (0, 0)})
     monkeypatch.setattr(live_verify, "group_offsets", hanging)
     verifier = live_verify.LiveVerifier(pipeline)
+    empty = np.empty(0, dtype=np.int64)
+    monkeypatch.setattr(verifier.indexes, "read",
+                        lambda *_args, **_kwargs: TopicIndex(empty, empty, empty, empty, empty, empty, empty, {}))
     assert verifier.drained() is False
     assert verifier.last_read_error == "Failed to get committed offsets: Local: Timed out"
     monkeypatch.setattr(live_verify, "group_offsets", lambda *_: {0: 10})
@@ -380,7 +385,8 @@ def test_the_standalone_workers_remove_finished_applications_folders():
                                                 "-Dspark.worker.cleanup.appDataTtl=300"]
 
 
-def test_the_copier_soaks_drain_check_accepts_a_group_stopped_before_an_aborted_tail_and_not_before(monkeypatch):
+def test_the_soaks_drain_check_accepts_a_group_stopped_before_an_aborted_tail_and_not_before(monkeypatch):
+    """Kafka's copier stops there, and so does real-time mode, which commits {p: last record + 1}."""
     import numpy as np
 
     from eosbench.soak import live_verify
@@ -444,3 +450,34 @@ def test_restart_hdfs_kills_the_namenode_and_restarts_it_after_a_pause_seeded_by
     assert pauses[0] == pauses[2] and len({pauses[0], pauses[1], pauses[3]}) == 3
     assert all(1.0 <= pause <= 5.0 for pause in pauses)
     assert details[0] == f"SIGKILL HDFS NameNode pid 4242; restarted after {pauses[0]:g} s"
+
+
+def test_a_realtime_soak_streams_in_realtime_mode_and_refuses_what_cannot_run(monkeypatch, tmp_path):
+    from eosbench.soak import pipeline as soak_pipeline
+    from eosbench.soak.faults import refuse_unrunnable_faults
+
+    monkeypatch.setattr(soak_pipeline, "resolve_bundle", lambda _name: [Path("/jars/spark-sql-kafka.jar")])
+    launched: list[list[str]] = []
+    monkeypatch.setattr(soak_pipeline.Child, "start", lambda child, command: launched.append(command))
+    options = SoakOptions(duration_s=60, faults=("kill-driver",), trigger="realtime:5 seconds", master="local[4]")
+    options.validate()
+    pipe = soak_pipeline.Pipeline(options, "r1", "127.0.0.1:9092", tmp_path, None)
+    pipe.start(pipe.stream)
+    command = launched[0]
+    assert command[command.index("--trigger") + 1] == "realtime:5 seconds"
+    assert "--max-offsets-per-trigger" not in command and "--visibility-log" not in command
+    refusals = {
+        "one task per partition at once, and --master local[2,4] has 2 threads for 4 partitions":
+            SoakOptions(duration_s=60, faults=("kill-driver",), trigger="realtime:5 seconds"),
+        "--faults kill-executor: with --trigger realtime:5 seconds on a local master":
+            SoakOptions(duration_s=60, faults=("kill-executor",), trigger="realtime:5 seconds", master="local[4]"),
+        "--trigger must be available-now, an interval such as '1 second', or realtime:<interval>":
+            SoakOptions(duration_s=60, faults=("kill-driver",), trigger="realtime:soon"),
+        "real-time mode is the Spark job's; --pipeline java-copier runs no Spark":
+            SoakOptions(duration_s=60, faults=("kill-driver",), trigger="realtime:5 seconds", pipeline="java-copier"),
+    }
+    for line, refused in refusals.items():
+        with pytest.raises(BadInput) as said:
+            refused.validate()
+            refuse_unrunnable_faults(refused)
+        assert line in str(said.value) and "\n" not in str(said.value)

@@ -23,7 +23,8 @@ Process = Literal["passthrough", "checksum", "enrich"]
 StartingOffsets = Literal["earliest", "latest", "group", "output"]
 # `--trigger realtime:<interval>`: Spark's real-time mode, the interval being its checkpoint interval.
 REALTIME_PREFIX = "realtime:"
-_INTERVAL = re.compile(r"^\d+(\.\d+)?\s*(ms|milliseconds?|s|seconds?|min|minutes?)$")
+# What --trigger and a real-time trigger take as an interval: a number and a unit Spark reads.
+INTERVAL = re.compile(r"^\d+(\.\d+)?\s*(ms|milliseconds?|s|seconds?|min|minutes?)$")
 # Source options the job sets itself, from its own flags (Spark reads option names case-blind).
 _JOB_SOURCE_OPTIONS = {"kafka.bootstrap.servers": "--bootstrap-server", "subscribe": "--input-topic",
                        "subscribepattern": "--input-topic", "assign": "--input-topic",
@@ -113,7 +114,7 @@ class StreamSettings(BaseModel):
     @model_validator(mode="after")
     def _rules(self) -> StreamSettings:
         realtime = self.trigger.startswith(REALTIME_PREFIX)
-        if self.trigger != "available-now" and not _INTERVAL.match(self.trigger.removeprefix(REALTIME_PREFIX).strip()):
+        if self.trigger != "available-now" and not INTERVAL.match(self.trigger.removeprefix(REALTIME_PREFIX).strip()):
             raise SettingsError("--trigger must be available-now, an interval such as '1 second', or realtime:<interval>"
                                 f" such as 'realtime:5 seconds', got {self.trigger!r}")
         if "commit_interval_ms" in self.model_fields_set and not realtime:

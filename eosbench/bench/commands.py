@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from conf.client_config import COMMAND_CONFIG_HELP
+from conf.stream_settings import INTERVAL
 from conf.workload_settings import DEFAULT_WORKLOAD, packaged_workloads, workload_path
 from eosbench.bench.protocol import ENGINES as PROTOCOL_ENGINES
 from eosbench.console.arguments import (bootstrap_flag, kafka_connection, non_negative_int, positive_float,
@@ -97,6 +98,15 @@ def add_bench_parser(commands) -> None:
                          help="the real-time writer's commit interval (default: 100)")
     latency.add_argument("--master", type=spark_master, default="local[4]",
                          help="Spark master; real-time mode needs a task slot per partition (default: local[4])")
+    latency.add_argument("--realtime-interval", default="5 seconds", metavar="INTERVAL",
+                         help="the real-time arms' checkpoint interval, as in --trigger realtime:<interval> (default:"
+                              " 5 seconds, Spark's least)")
+    latency.add_argument("--ceiling-records", type=non_negative_int, default=0, metavar="N",
+                         help="after the rates, each arm drains N records already waiting: its throughput ceiling"
+                              " (default: 0, skipped)")
+    latency.add_argument("--settle-load", type=positive_float, default=2.0, metavar="LOAD",
+                         help="before each arm, wait (up to 3 minutes) for the 1-minute load average to fall below"
+                              " this (default: 2.0)")
     latency.add_argument("--results-dir", type=Path, default=Path("results"), help="where the JSON goes")
 
     streaming = benches.add_parser(
@@ -192,8 +202,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         if args.seconds <= latency.WARMUP_S:
             raise BadInput(f"--seconds must exceed the {latency.WARMUP_S:g} s warm-up each arm leaves out")
+        if not INTERVAL.match(args.realtime_interval.strip()):
+            raise BadInput(f"--realtime-interval must be an interval such as '5 seconds', got {args.realtime_interval!r}")
         latency.run(bootstrap, args.rates, args.seconds, args.partitions, args.commit_interval_ms, args.master,
-                    args.results_dir)
+                    args.results_dir, args.settle_load, args.ceiling_records, args.realtime_interval)
     elif args.bench_command == "spark":
         from eosbench.bench import spark
 

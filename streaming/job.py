@@ -244,17 +244,20 @@ class StreamSummary:
 
 
 class _ProgressWatcher:
-    """Feeds the metrics from the query's progress (offset spans) and the sink group's lag.
+    """Feeds the metrics from the query's progress (offset spans) and the sink group's lag, and hands
+    each new progress report to `on_report` (real-time mode's per-epoch counts).
 
     Each sweep reads only the progress reports that are new since the last one: a soak runs for
     days, and re-reading (and re-converting through py4j) every report each second would grow
     without bound.
     """
 
-    def __init__(self, query, checkpoint, settings: StreamSettings, metrics, interval_s: float = 1.0):
+    def __init__(self, query, checkpoint, settings: StreamSettings, metrics,
+                 on_report: Callable[[dict], None] | None = None, interval_s: float = 1.0):
         import threading
 
         self.query, self.settings, self.metrics, self.interval_s = query, settings, metrics, interval_s
+        self.on_report = on_report
         self.checkpoint = checkpoint  # streaming/checkpoint.py's CheckpointLog of the query
         self._last_batch_id = -1
         self._initial: dict | None = None
@@ -276,9 +279,15 @@ class _ProgressWatcher:
         return new[::-1]
 
     def _sweep(self) -> None:
+        reports = self._new_progress_reports()
+        if self.on_report:
+            for report in reports:
+                self.on_report(json.loads(report))
+        if not self.metrics:
+            return
         if not self._initial:  # written once, when the query starts
             self._initial = self.checkpoint.initial_offsets()
-        for report in self._new_progress_reports():
+        for report in reports:
             self.metrics.progress(report, self._initial)
         if self._lag_reader is None:
             self._lag_reader = _group_reader(self.settings)
@@ -407,7 +416,7 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
 
     checkpoint = CheckpointLog(spark, settings.checkpoint_uri)  # one reader of the checkpoint, handed down
     if settings.realtime_interval is not None:
-        from streaming.realtime import EpochWatcher, prepared_writer, write_stream
+        from streaming.realtime import EpochCounts, prepared_writer, write_stream
 
         sink = prepared_writer(spark, settings)
         writer = write_stream(spark, source(spark, settings, checkpoint), settings, sink)
@@ -430,9 +439,9 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
             if "STREAMING_REAL_TIME_MODE" in str(exc):  # Spark's own refusal of the trigger, in one line
                 raise SettingsError(f"--trigger {settings.trigger}: {str(exc).splitlines()[0]}") from None
             raise
-        watcher = _ProgressWatcher(query, checkpoint, settings, metrics) \
-            if metrics else None
-        epochs = EpochWatcher(query, sink, batch_done) if settings.realtime_interval is not None else None
+        epochs = EpochCounts(sink, batch_done) if settings.realtime_interval is not None else None
+        watcher = _ProgressWatcher(query, checkpoint, settings, metrics, epochs.report if epochs else None) \
+            if metrics or epochs else None
         try:
             if settings.trigger == "available-now" or settings.timeout_s is None:
                 query.awaitTermination()
@@ -447,10 +456,10 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
                     raise streaming_query_failure(exc) from exc
                 raise denied from None
         finally:
-            if epochs:
-                epochs.stop()
             if watcher:
                 watcher.stop()
+            if epochs:
+                epochs.finish()
             if observer:
                 summary.visibility = asdict(observer.stop())
     summary.seconds = time.monotonic() - started

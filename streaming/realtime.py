@@ -39,7 +39,7 @@ import threading
 
 import numpy as np
 
-from conf.settings import SettingsError
+from conf.settings import SettingsError, parse_kv_pairs
 from conf.stream_settings import StreamSettings
 from streaming.stats import LATENCY_BOUNDS_MS, BatchStats
 
@@ -89,16 +89,15 @@ class RealTimeWriter:
     """The driver's handle on the Java writer: builds it, and reads its accumulators back as per-epoch BatchStats."""
 
     def __init__(self, spark, settings: StreamSettings, input_partitions: int):
+        from py4j.java_gateway import JavaClass
+
         jvm, jsc = spark.sparkContext._jvm, spark.sparkContext._jsc.sc()
-        try:
-            writer_class = getattr(jvm, WRITER_CLASS)
-            self._counters = writer_class.Counters()
-        except Exception:  # py4j's error for a missing class is not worth showing
-            self._counters = None
-        if self._counters is None or not hasattr(self._counters, "value"):
+        writer_class = getattr(jvm, WRITER_CLASS)
+        if not isinstance(writer_class, JavaClass):  # py4j names a missing class a package
             raise RealTimeWriterMissing(
-                "the real-time writer (eosbench-spark.jar) is not on the job's classpath: add it to --jars"
-                " (`eosbench jars` lists it)")
+                "the real-time writer is not on Spark's classpath (eosbench-spark.jar, which `eosbench stream` ships"
+                " and `eosbench setup` builds into the jar cache): add it to --jars")
+        self._counters = writer_class.Counters()
         gateway = spark.sparkContext._gateway
         bounds = gateway.new_array(gateway.jvm.double, len(LATENCY_BOUNDS_MS))
         for index, bound in enumerate(LATENCY_BOUNDS_MS):
@@ -109,7 +108,7 @@ class RealTimeWriter:
         client = {"bootstrap.servers": settings.bootstrap_server,
                   **{key[len("kafka."):]: value for key, value in settings.spark_kafka_options().items()}}
         producer = {"linger.ms": "5", "transaction.timeout.ms": "60000",
-                    **dict(prop.split("=", 1) for prop in settings.producer_props)}
+                    **parse_kv_pairs(list(settings.producer_props))}
         self.java = writer_class(client, producer, settings.app_id, settings.output_topic, settings.dead_letter,
                                  settings.process, settings.output_partitioning == "input",
                                  settings.commit_interval_ms, input_partitions, settings.max_retries,
@@ -186,37 +185,24 @@ def prepared_writer(spark, settings: StreamSettings) -> RealTimeWriter | None:
     return RealTimeWriter(spark, settings, len(partitions)) if settings.sink == "kafka-eos" else None
 
 
-class EpochWatcher:
-    """Turns each finished epoch of a real-time query into one BatchStats for `on_epoch` (summary, metrics, echo)."""
+class EpochCounts:
+    """Turns each finished epoch of a real-time query into one BatchStats for `on_epoch` (summary, metrics, echo).
 
-    def __init__(self, query, writer: RealTimeWriter | None, on_epoch, interval_s: float = 0.5):
-        self.query, self.writer, self.on_epoch, self.interval_s = query, writer, on_epoch, interval_s
+    It is fed the query's new progress reports, one per epoch, by the job's progress watcher.
+    """
+
+    def __init__(self, writer: RealTimeWriter | None, on_epoch):
+        self.writer, self.on_epoch = writer, on_epoch
         self._last_batch_id = -1
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="eosbench-epochs", daemon=True)
-        self._thread.start()
 
-    def _emit(self, batch_id: int, input_rows: int) -> None:
+    def report(self, progress: dict) -> None:
+        """Count one epoch's progress report: its input rows, and what the writer's tasks reported since the last."""
+        batch_id, input_rows = progress["batchId"], progress["numInputRows"]
+        self._last_batch_id = batch_id
         self.on_epoch(self.writer.epoch_done(batch_id, input_rows) if self.writer else BatchStats(batch_id, records_in=input_rows))
 
-    def _sweep(self) -> None:
-        for report in self.query.recentProgress:
-            if report.batchId > self._last_batch_id:
-                self._last_batch_id = report.batchId
-                self._emit(report.batchId, report.numInputRows)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self._sweep()
-            except Exception:  # a failed read of progress must never take the query down
-                continue
-
-    def stop(self) -> None:
-        """Stop watching after one last sweep; counts the tasks reported after the last progress form one more epoch."""
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self._sweep()
+    def finish(self) -> None:
+        """After the query: counts the tasks reported after the last progress form one more epoch."""
         if self.writer:
             rest = self.writer.epoch_done(self._last_batch_id + 1, 0)
             if rest.records_out or rest.records_dead_lettered or rest.records_skipped or rest.retries:

@@ -108,9 +108,13 @@ class LiveVerifier:
         try:
             ends = {partition: end for partition, (_, end) in stable_and_end_offsets(p.bootstrap, p.input_topic).items()}
             committed = group_offsets(p.bootstrap, p.app_id, p.input_topic, sorted(ends))
+            if not group_offset_mismatches(p.input_topic, p.app_id, committed, ends):
+                self.last_read_error = None
+                return True
             # The group may rightly stop after the last committed record, short of an aborted tail
             # or a trailing marker: Kafka's copier does, and so does real-time mode, which commits
-            # {p: last record + 1}. The producer is stopped, so the committed input is final.
+            # {p: last record + 1}. The producer is stopped, so the committed input is final; it is
+            # read only for a group short of the end.
             floors = committed_floors(self.indexes.read(p.bootstrap, p.input_topic, "read_committed", with_src=False),
                                       ends)
         except KafkaException as exc:

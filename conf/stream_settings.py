@@ -25,6 +25,16 @@ StartingOffsets = Literal["earliest", "latest", "group", "output"]
 REALTIME_PREFIX = "realtime:"
 # What --trigger and a real-time trigger take as an interval: a number and a unit Spark reads.
 INTERVAL = re.compile(r"^\d+(\.\d+)?\s*(ms|milliseconds?|s|seconds?|min|minutes?)$")
+_INTERVAL_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "min": 60.0}
+
+
+def interval_seconds(interval: str) -> float:
+    """Seconds in an INTERVAL such as "1 second" or "500 ms"."""
+    number, unit = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(\D+)", interval.strip()).groups()
+    short = {"milliseconds": "ms", "millisecond": "ms", "seconds": "s", "second": "s", "minutes": "min", "minute": "min"}
+    return float(number) * _INTERVAL_UNIT_SECONDS[short.get(unit, unit)]
+
+
 # Source options the job sets itself, from its own flags (Spark reads option names case-blind).
 _JOB_SOURCE_OPTIONS = {"kafka.bootstrap.servers": "--bootstrap-server", "subscribe": "--input-topic",
                        "subscribepattern": "--input-topic", "assign": "--input-topic",
@@ -170,6 +180,15 @@ class StreamSettings(BaseModel):
     def realtime_interval(self) -> str | None:
         """The checkpoint interval of a `realtime:<interval>` trigger, else None (micro-batch mode)."""
         return self.trigger[len(REALTIME_PREFIX):].strip() if self.trigger.startswith(REALTIME_PREFIX) else None
+
+    @property
+    def commit_wait_s(self) -> float | None:
+        """The longest a record is meant to wait for its commit: the commit interval, or the trigger's; None available-now."""
+        if self.realtime_interval is not None:
+            return self.commit_interval_ms / 1000
+        if self.trigger == "available-now":
+            return None
+        return interval_seconds(self.trigger)
 
     @property
     def metrics_tls(self) -> MetricsTls | None:

@@ -70,6 +70,14 @@ def overview() -> dict:
             ("p50 {{app_id}}", f"histogram_quantile(0.5, sum by (app_id, le) (rate(eosbench_stream_end_to_end_latency_seconds_bucket{{{APP}}}[1m])))"),
             ("p99 {{app_id}}", f"histogram_quantile(0.99, sum by (app_id, le) (rate(eosbench_stream_end_to_end_latency_seconds_bucket{{{APP}}}[1m])))"),
         ], "s", description="Merged from every task's histogram (5 % buckets)."),
+        panel("Commit interval: seconds between a partition's commits", [
+            ("measured {{app_id}}", f"sum by (app_id) (eosbench_stream_input_partitions{{{APP}}})"
+                                    f' / sum by (app_id) (rate(eosbench_sink_transactions_total{{{APP},outcome="committed"}}[1m]))'),
+            ("asked for {{app_id}}", f"eosbench_stream_commit_wait_target_seconds{{{APP}}}"),
+        ], "s", description="Input partitions over committed sink transactions per second: each partition's commit interval"
+                            " under partition scope and in real-time mode (slot and batch scope commit several partitions"
+                            " at once, so it reads as their share). Asked for: --commit-interval-ms in real-time mode, the"
+                            " trigger interval in micro-batches. A record waits up to this long for its commit."),
         panel("Visibility latency (commit returned to read_committed sees it)", [
             ("p50 {{app_id}}", f"histogram_quantile(0.5, sum by (app_id, le) (rate(eosbench_stream_visibility_seconds_bucket{{{APP}}}[1m])))"),
             ("p99 {{app_id}}", f"histogram_quantile(0.99, sum by (app_id, le) (rate(eosbench_stream_visibility_seconds_bucket{{{APP}}}[1m])))"),

@@ -398,8 +398,10 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     if metrics is None and settings.metrics_port:
         from streaming.metrics import StreamMetrics
 
-        metrics = StreamMetrics(settings.app_id, settings.sink)
+        metrics = StreamMetrics(settings.app_id, settings.sink, settings.visibility_observed)
         metrics.serve(settings.metrics_port, settings.metrics_host, settings.metrics_tls)
+    if metrics:
+        metrics.configured(settings.commit_wait_s)
 
     observer = None  # started just before the query, so that no failure before it leaves a reader running
 

@@ -56,7 +56,7 @@ class BucketedHistogram(Collector):
 class StreamMetrics:
     """The streaming driver's metrics in their own registry, labelled with the app id."""
 
-    def __init__(self, app_id: str, sink: str):
+    def __init__(self, app_id: str, sink: str, visibility_observed: bool = True):
         self.registry = CollectorRegistry()
         self.labels = {"app_id": app_id, "sink": sink}
         names = list(self.labels)
@@ -87,15 +87,22 @@ class StreamMetrics:
                                        names, registry=self.registry)
         self.verify_records = Gauge("eosbench_verify_records_checked", "Committed input records the last verify checked",
                                     names, registry=self.registry)
+        self.commit_wait_target = Gauge("eosbench_stream_commit_wait_target_seconds",
+                                        "The longest a record is meant to wait for its commit: --commit-interval-ms in"
+                                        " real-time mode, the trigger interval in micro-batches", names,
+                                        registry=self.registry)
+        self.input_partitions = Gauge("eosbench_stream_input_partitions", "Input partitions the query reads", names,
+                                      registry=self.registry)
         self.end_to_end = BucketedHistogram("eosbench_stream_end_to_end_latency_seconds",
                                             "Input CreateTime to output commit", self.labels)
         self.registry.register(self.end_to_end)
         for outcome in OUTCOMES:
             self.sink_transactions.labels(**self.labels, outcome=outcome)
         # Every series exists from the first scrape, at zero, so rate() and increase() see the
-        # whole run rather than starting at the first batch's count.
+        # whole run rather than starting at the first batch's count. Visibility only where it is
+        # observed: an empty histogram would chart as a NaN percentile.
         for series in (self.input_records, self.output_records, self.dead_lettered, self.offset_span, self.batches,
-                       self.aborted_ratio, self.lag, self.visibility):
+                       self.aborted_ratio, self.lag) + ((self.visibility,) if visibility_observed else ()):
             series.labels(**self.labels)
         self._visible = 0
         self._span = 0
@@ -123,19 +130,26 @@ class StreamMetrics:
         if batch_id in self._spans_seen or not progress.get("sources"):
             return
         self._spans_seen.add(batch_id)
-        span = 0
+        span = partitions_read = 0
         for source in progress["sources"]:
             start = _offsets(source.get("startOffset")) or (initial or {})
             end = _offsets(source.get("endOffset"))
+            partitions_read += sum(len(partitions) for partitions in end.values())
             for topic, partitions in end.items():
                 for partition, offset in partitions.items():
                     span += max(0, int(offset) - int(start.get(topic, {}).get(partition, offset)))
+        self.input_partitions.labels(**self.labels).set(partitions_read)
         visible = int(progress.get("numInputRows", 0))
         self._span += span
         self._visible += visible
         self.offset_span.labels(**self.labels).inc(span)
         self.input_records.labels(**self.labels).inc(visible)
         self._update_aborted_ratio()
+
+    def configured(self, commit_wait_s: float | None) -> None:
+        """Publish the commit wait the job was asked for (StreamSettings.commit_wait_s; None exports nothing)."""
+        if commit_wait_s is not None:
+            self.commit_wait_target.labels(**self.labels).set(commit_wait_s)
 
     def visible(self, _txn: str, seconds: float) -> None:
         """One transaction's visibility latency (a VisibilityObserver's on_sample)."""

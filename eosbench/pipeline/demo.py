@@ -128,7 +128,7 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
         stream_metrics = None
         if options.monitor:  # small batches, so the dashboards have a run to draw
             stream_fields.update(metrics_port=STREAM_METRICS_PORT, max_offsets_per_trigger=1_000)
-            stream_metrics = StreamMetrics(stream_fields["app_id"], "kafka-eos")
+            stream_metrics = StreamMetrics(stream_fields["app_id"], "kafka-eos", visibility_observed=False)
             stream_metrics.serve(STREAM_METRICS_PORT, "127.0.0.1")
         streamed = job.run(spark, StreamSettings(**stream_fields), metrics=stream_metrics)
     timings["exactly-once stream"] = time.monotonic() - clock

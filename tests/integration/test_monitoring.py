@@ -20,10 +20,12 @@ from streaming.metrics import StreamMetrics
 from streaming.verify import read_index, stable_and_end_offsets, verify
 from tests.integration.dashboard_queries import assert_plausible, dashboard_queries
 from tests.integration.produce_helpers import produce
+from tests.integration.stream_checks import assert_exactly_once
 
 PROMETHEUS_PORT = 19090
 PRODUCER_METRICS_PORT = 19410
 STREAM_METRICS_PORT = 19411
+REALTIME_METRICS_PORT = 19412
 
 
 def query(expr: str) -> list[dict]:
@@ -43,6 +45,7 @@ def prometheus(kafka_cluster, tmp_path_factory):
     """The real Prometheus (Debian's), scraping this test run's ports every second."""
     server = LocalPrometheus(tmp_path_factory.mktemp("prometheus"), port=PROMETHEUS_PORT, interval="1s", targets={
         "eosbench-producer": PRODUCER_METRICS_PORT, "eosbench-stream": STREAM_METRICS_PORT,
+        "eosbench-stream-realtime": REALTIME_METRICS_PORT,
         "kafka": kafka_cluster.settings.nodes()[0].jmx_exporter})
     server.start()
     yield server
@@ -66,12 +69,31 @@ def monitored_run(prometheus, bootstrap, spark, tmp_path_factory):
     streamed = job.run(spark, settings, metrics=metrics)
     report = verify(bootstrap, source, sink, "monitored", f"{sink}.dlq")
     metrics.verified(len(report.violations), report.input_committed)
+    # The same input through real-time mode, for the overview's commit-interval panel: its first
+    # epoch (5 s) reports; the stop cuts the second short.
+    realtime = StreamSettings(input_topic=source, output_topic=f"{sink}-realtime", bootstrap_server=bootstrap,
+                              app_id="monitored-realtime", checkpoint=folder / "checkpoint-realtime",
+                              trigger="realtime:5 seconds", timeout_s=7.0, metrics_port=REALTIME_METRICS_PORT)
+    for topic, partitions in ((realtime.output_topic, 2), (realtime.dead_letter, 1)):
+        create_topic(bootstrap, topic, partitions, 1)
+    job.run(spark, realtime, echo=False)
+    assert_exactly_once(bootstrap, realtime)
     deadline = time.monotonic() + 20
-    while not query(f"eosbench_stream_output_records_total == {report.output_committed}"):
-        assert time.monotonic() < deadline, "Prometheus never scraped the final count"
+    while len(query(f"eosbench_stream_output_records_total == {report.output_committed}")) < 2:
+        assert time.monotonic() < deadline, "Prometheus never scraped both streams' final counts"
         time.sleep(0.5)
     time.sleep(2)  # two more evaluations of the recording rules
     return produced, streamed, report, settings
+
+
+def test_commit_interval_panel_sets_each_mode_beside_what_it_asked_for(monitored_run):
+    settings = monitored_run[3]
+    assert value('eosbench_stream_commit_wait_target_seconds{app_id="monitored-realtime"}') == 0.1
+    assert not query(f'eosbench_stream_commit_wait_target_seconds{{app_id="{settings.app_id}"}}'), "available-now asks none"
+    assert value('eosbench_stream_input_partitions{app_id="monitored-realtime"}') == 2
+    assert value(f'eosbench_stream_input_partitions{{app_id="{settings.app_id}"}}') == 2
+    assert value('eosbench_stream_output_records_total{app_id="monitored-realtime"}') == monitored_run[2].output_committed, \
+        "the first epoch took the whole backlog"
 
 
 def recording_rules(renamed: bool) -> list[str]:
@@ -144,7 +166,8 @@ def test_promtool_accepts_every_metrics_endpoint(monitored_run, kafka_cluster):
     # The broker's scrape too: after a transactional run its JMX exporter serves the request,
     # log-flush and transaction-coordinator metrics whose percentiles and milliseconds promtool
     # used to reject (`quantile` labels on gauges, `_ms` names).
-    for port in (PRODUCER_METRICS_PORT, STREAM_METRICS_PORT, kafka_cluster.settings.nodes()[0].jmx_exporter):
+    for port in (PRODUCER_METRICS_PORT, STREAM_METRICS_PORT, REALTIME_METRICS_PORT,
+                 kafka_cluster.settings.nodes()[0].jmx_exporter):
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
         checked = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
         assert checked.returncode == 0, (port, checked.stdout + checked.stderr)

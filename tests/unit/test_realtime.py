@@ -31,6 +31,15 @@ def test_a_realtime_trigger_names_its_checkpoint_interval_and_takes_a_commit_int
         settings(commit_interval_ms=0)
 
 
+@pytest.mark.parametrize("trigger, commit_interval_ms, seconds", [
+    ("realtime:5 seconds", 100, 0.1), ("realtime:1 minute", 40, 0.04), ("1 second", None, 1.0), ("500 ms", None, 0.5),
+    ("2.5 s", None, 2.5), ("1 min", None, 60.0), ("250 milliseconds", None, 0.25), ("available-now", None, None),
+])
+def test_the_commit_wait_a_job_asks_for_is_its_commit_interval_or_its_trigger(trigger, commit_interval_ms, seconds):
+    fields = {"commit_interval_ms": commit_interval_ms} if commit_interval_ms else {}
+    assert settings(trigger=trigger, **fields).commit_wait_s == seconds
+
+
 @pytest.mark.parametrize("fields, slots, speculation, problem", [
     ({}, 4, False, None),
     ({"sink": "kafka-alo"}, 4, False, None),

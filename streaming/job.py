@@ -370,7 +370,9 @@ def print_batch(batch: BatchStats, out=None) -> None:
           f" {batch.records_dead_lettered} dead-lettered, {batch.records_skipped} skipped as replay;"
           f" transactions {batch.outcomes}; {batch.duration_s:.2f} s; end-to-end p50"
           f" {histogram_percentile(batch.latency_counts, 0.5):.0f} ms p99"
-          f" {histogram_percentile(batch.latency_counts, 0.99):.0f} ms", file=out or sys.stdout, flush=True)
+          f" {histogram_percentile(batch.latency_counts, 0.99):.0f} ms"
+          # A transaction tried again on a new producer (a task's retry, or the real-time writer's).
+          + (f"; {batch.retries} retried" if batch.retries else ""), file=out or sys.stdout, flush=True)
 
 
 def _visibility_observer(settings: StreamSettings, metrics):

@@ -24,6 +24,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +40,8 @@ def arms(realtime_interval: str) -> tuple[tuple[str, str], ...]:
     """(sink, trigger) of each arm: kafka-eos at a 1 s trigger, then kafka-eos and kafka-alo in real-time mode."""
     return (("kafka-eos", "1 second"), ("kafka-eos", f"realtime:{realtime_interval}"),
             ("kafka-alo", f"realtime:{realtime_interval}"))
+
+
 WARMUP_S = 10.0
 
 
@@ -69,6 +73,26 @@ def _observe(bootstrap: str, topic: str, partitions: int, seconds: float, warmup
     results.put((latency_histogram(np.asarray(latencies)).tolist(), len(latencies), max(last - first, 1e-3)))
 
 
+def feed_command(bootstrap: Connection, topic: str, records: int, rate: float | None) -> list[str]:
+    """`eosbench produce` offering `records` of 100 B at `rate` records/s (None: as fast as it can), 100 ms transactions."""
+    return [sys.executable, "-m", "eosbench.cli", "produce", "--bootstrap-server", str(bootstrap),
+            *bootstrap.tool_arguments(), "--topic", topic, "--record-size", "100", "--transaction-duration-ms", "100",
+            "--producer-props", "acks=all", "--num-records", str(records), "--throughput",
+            str(int(rate)) if rate else "-1"]
+
+
+@contextmanager
+def fed_input(bootstrap: Connection, topic: str, rate: float, records: int) -> Iterator[None]:
+    """A separate producer process feeding `topic` at `rate` for the block, given 3 s to reach its rate first."""
+    feeder = subprocess.Popen(feed_command(bootstrap, topic, records, rate), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(3)  # the feeder reaches its rate before a query starts at "latest"
+        yield
+    finally:
+        feeder.kill()
+
+
 def _arm(bootstrap: Connection, spark, sink: str, trigger: str, rate: float | None, seconds: int, partitions: int,
          commit_interval_ms: int, scratch: Path, backlog: int = 0) -> dict:
     """One arm: fed at `rate` from the input's end (latency), or with `backlog` records already there (ceiling)."""
@@ -84,31 +108,26 @@ def _arm(bootstrap: Connection, spark, sink: str, trigger: str, rate: float | No
                               starting_offsets="earliest" if backlog else "latest",
                               checkpoint=str(scratch / tag), timeout_s=float(seconds), client_config=bootstrap.client_config,
                               **({"commit_interval_ms": commit_interval_ms} if trigger.startswith("realtime:") else {}))
-    produce = [sys.executable, "-m", "eosbench.cli", "produce", "--bootstrap-server", str(bootstrap),
-               *bootstrap.tool_arguments(), "--topic", source, "--record-size", "100", "--transaction-duration-ms",
-               "100", "--producer-props", "acks=all", "--num-records"]
     if backlog:
-        subprocess.run([*produce, str(backlog), "--throughput", "-1"], stdout=subprocess.DEVNULL, check=True)
-    feeder = None if backlog else subprocess.Popen([*produce, str(int(rate * (seconds + 30))), "--throughput",
-                                                    str(int(rate))], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(feed_command(bootstrap, source, backlog, None), stdout=subprocess.DEVNULL, check=True)
     results = multiprocessing.get_context("spawn").Queue()
     observer = multiprocessing.get_context("spawn").Process(
         target=_observe, args=(str(bootstrap), output, partitions, seconds + 8, 0.0 if backlog else WARMUP_S, results),
         daemon=True)
     try:
-        if feeder:
-            time.sleep(3)  # the feeder reaches its rate before the query starts at "latest"
-        observer.start()
-        summary = job.run(spark, settings, echo=False)
-        histogram, records, measured_s = results.get(timeout=seconds + 60)
+        with nullcontext() if backlog else fed_input(bootstrap, source, rate, int(rate * (seconds + 30))):
+            observer.start()
+            summary = job.run(spark, settings, echo=False)
+            histogram, records, measured_s = results.get(timeout=seconds + 60)
     finally:
-        if feeder:
-            feeder.kill()
         observer.join(timeout=10)
     counts = np.asarray(histogram, dtype=np.int64)
     return {"sink": sink, "trigger": trigger, "offered_records_per_sec": rate, "backlog": backlog, "records": records,
             "read_records_per_sec": records / measured_s, "p50_ms": histogram_percentile(counts, 0.5),
             "p99_ms": histogram_percentile(counts, 0.99), "transactions": summary.outcomes.get("committed", 0),
+            # The sink's own histogram, CreateTime to its commit returning (none from Spark's sink):
+            # the rest of p50/p99 is the broker making the commit readable.
+            "commit_p50_ms": summary.latency_p50_ms or None, "commit_p99_ms": summary.latency_p99_ms or None,
             "load_average": os.getloadavg()[0]}
 
 
@@ -163,14 +182,21 @@ def run(bootstrap: Connection | str, rates: list[float], seconds: int, partition
 
 def table(rows: list[dict]) -> list[str]:
     """The side-by-side Markdown table of a run's rows."""
-    lines = ["| arm | offered rec/s | read rec/s | p50 ms | p99 ms | load at end |", "|---|---|---|---|---|---|"]
+    lines = ["| arm | offered rec/s | read rec/s | p50 ms | p99 ms | to commit p50 / p99 ms | load at end |",
+             "|---|---|---|---|---|---|---|"]
     for row in rows:
         mode = "micro-batch, 1 s trigger" if not row["trigger"].startswith("realtime:") else "real-time"
         if row["backlog"]:  # a drain: its latency is the backlog's wait, not the arm's
             lines.append(f"| {row['sink']} {mode} | ceiling: {row['backlog']:,} waiting |"
-                         f" {row['read_records_per_sec']:,.0f} | — | — | {row['load_average']:.2f} |")
+                         f" {row['read_records_per_sec']:,.0f} | — | — | — | {row['load_average']:.2f} |")
             continue
         lines.append(f"| {row['sink']} {mode} | {row['offered_records_per_sec']:,.0f} |"
                      f" {row['read_records_per_sec']:,.0f} | {row['p50_ms']:,.0f} | {row['p99_ms']:,.0f} |"
-                     f" {row['load_average']:.2f} |")
+                     f" {_commit_percentiles(row)} | {row['load_average']:.2f} |")
     return lines
+
+
+def _commit_percentiles(row: dict) -> str:
+    if not row.get("commit_p50_ms"):
+        return "—"
+    return f"{row['commit_p50_ms']:,.0f} / {row['commit_p99_ms']:,.0f}"

@@ -23,10 +23,7 @@ import io
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -37,6 +34,7 @@ from conf.client_config import Connection, connection
 from conf.produce_settings import ProduceSettings
 from conf.stream_settings import StreamSettings
 from eosbench.bench import results
+from eosbench.bench.latency import fed_input
 from eosbench.bench.protocol import TXN_REQUESTS, exporter_urls, request_counts
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.console.plots import lines_png
@@ -434,18 +432,9 @@ def _latency_run(bootstrap: str | Connection, settings_for, rate: float, seconds
     live = f"{settings.input_topic}-live"
     create_topic(bootstrap, live, 4, 1)
     settings = settings.model_copy(update={"input_topic": live})
-    feeder = subprocess.Popen(
-        [sys.executable, "-m", "eosbench.cli", "produce", "--bootstrap-server", str(bootstrap),
-         *connection(bootstrap).tool_arguments(), "--topic", live,
-         "--num-records", str(int(rate * (seconds + 15))), "--record-size", "100", "--throughput", str(int(rate)),
-         "--transaction-duration-ms", "100", "--producer-props", "acks=all"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     batches = []
-    try:
-        time.sleep(3)  # let the feeder reach its rate before the query starts with "latest"
+    with fed_input(connection(bootstrap), live, rate, int(rate * (seconds + 15))):
         summary = job.run(spark, settings, on_batch=batches.append)
-    finally:
-        feeder.kill()
     steady = [b.latency_counts for b in batches[job.STARTUP_BATCHES:]] or [b.latency_counts for b in batches]
     counts = np.sum(steady, axis=0)
     return {"trigger": TRIGGER, "offered_records_per_sec": rate, "seconds": seconds, "batches": len(batches),

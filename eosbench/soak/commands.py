@@ -20,7 +20,8 @@ def add_soak_parser(commands) -> None:
     soak = commands.add_parser("soak", parents=[state_dir_flag()],
                                help="run producer and stream for a while, inject faults, verify after each")
     soak.add_argument("--duration", type=duration, required=True, help="how long faults are injected: 90s, 30m, 2h")
-    soak.add_argument("--faults", help=f"comma-separated kinds, injected in a seeded round robin"
+    soak.add_argument("--faults", help=f"comma-separated kinds, injected in a seeded round robin (a kind named twice"
+                      " comes twice a round)"
                       f" ({', '.join(FAULT_KINDS)}; default: {','.join(DEFAULT_FAULTS)}, less the Spark-only ones"
                       " with --pipeline java-copier)")
     soak.add_argument("--pipeline", choices=PIPELINES, default="spark",

@@ -89,7 +89,9 @@ class Pipeline:
             "--app-id", self.app_id, "--checkpoint", self.checkpoint,
             "--trigger", o.trigger, "--starting-offsets", "group", "--txn-scope", o.txn_scope,
             "--metrics-port", str(o.metrics_port + 1), "--metrics-linger", "0",
-            "--producer-props", "transaction.timeout.ms=30000",
+            # Real-time transactions last milliseconds, so pause-broker (delivery.timeout.ms + 4 s)
+            # outlasts their timeout and the coordinator aborts the one in flight on its return.
+            "--producer-props", f"transaction.timeout.ms={o.delivery_timeout_ms + 2000 if o.realtime else 30000}",
             # Real-time mode reads as records arrive, and its commits are not timed by the observer.
             *([] if o.realtime else ["--max-offsets-per-trigger", str(o.max_offsets_per_trigger),
                                      "--visibility-log", str(self.visibility_log)])]

@@ -142,20 +142,24 @@ def test_kafkas_copier_survives_a_copier_kill_and_a_producer_restart(tmp_path):
 
 
 @pytest.mark.heavy
-def test_realtime_mode_on_three_brokers_survives_coordinator_leader_and_driver_kills(tmp_path):
+def test_realtime_mode_on_three_brokers_survives_coordinator_leader_driver_kills_and_a_pause_past_its_timeout(tmp_path):
     # Real-time mode's CI soak (its writer's commits every 100 ms, 5 s epochs) on three brokers:
-    # a broker kill fails its transactions mid-flight, a driver kill replays an epoch. Faults by
-    # count, not by time: the ISR gate before each broker kill waits for the restarted broker to
-    # catch up, which a slow machine takes long over. Micro-batch mode meets broker faults in the
-    # SASL_SSL soak (pause-broker) and in the two-hour soak of docs/soak.md.
+    # a broker kill fails its transactions mid-flight, a driver kill replays an epoch, and the
+    # coordinator paused for 12 s outlasts the writer's 10 s transaction timeout, so the
+    # coordinator aborts the transaction in flight when it wakes. Faults by count, not by time:
+    # the ISR gate before each broker fault waits for the restarted broker to catch up, which a
+    # slow machine takes long over. Micro-batch mode meets broker faults in the SASL_SSL soak
+    # (pause-broker) and in the two-hour soak of docs/soak.md.
     report = run_soak(tmp_path, "--brokers", "3", "--trigger", "realtime:5 seconds", "--partitions", "2",
-                      "--faults", "kill-broker,kill-driver", "--gate-records", "600", "--max-faults", "3",
-                      duration="10m", timeout=840)
+                      "--faults", "kill-broker,kill-broker,kill-driver,pause-broker", "--gate-records", "600",
+                      "--max-faults", "4", duration="10m", timeout=900)
     assert_clean(report, tmp_path, realtime=True)
     kinds = sorted(fault["kind"] for fault in report["faults"])
-    assert kinds == ["kill-broker", "kill-broker", "kill-driver"], kinds
+    assert kinds == ["kill-broker", "kill-broker", "kill-driver", "pause-broker"], kinds
     assert all(fault["detail"].startswith("SIGKILL broker node") for fault in report["faults"]
                if fault["kind"] == "kill-broker"), report["faults"]
+    paused = next(fault for fault in report["faults"] if fault["kind"] == "pause-broker")
+    assert " for 12 s " in paused["detail"] and int(report["options"]["delivery_timeout_ms"]) + 2000 < 12_000
 
 
 @pytest.mark.heavy

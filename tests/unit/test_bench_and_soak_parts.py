@@ -466,6 +466,9 @@ def test_a_realtime_soak_streams_in_realtime_mode_and_refuses_what_cannot_run(mo
     command = launched[0]
     assert command[command.index("--trigger") + 1] == "realtime:5 seconds"
     assert "--max-offsets-per-trigger" not in command and "--visibility-log" not in command
+    pause_s = options.delivery_timeout_ms / 1000 + 4  # faults.pause_broker's
+    assert command[command.index("--producer-props") + 1] == f"transaction.timeout.ms={options.delivery_timeout_ms + 2000}"
+    assert options.delivery_timeout_ms + 2000 < pause_s * 1000, "pause-broker outlasts a real-time transaction's timeout"
     refusals = {
         "one task per partition at once, and --master local[2,4] has 2 threads for 4 partitions":
             SoakOptions(duration_s=60, faults=("kill-driver",), trigger="realtime:5 seconds"),
@@ -481,3 +484,20 @@ def test_a_realtime_soak_streams_in_realtime_mode_and_refuses_what_cannot_run(mo
             refused.validate()
             refuse_unrunnable_faults(refused)
         assert line in str(said.value) and "\n" not in str(said.value)
+
+
+def test_bench_latency_sets_the_sinks_own_commit_time_beside_what_the_reader_saw():
+    from eosbench.bench.latency import table
+
+    rows = [{"sink": "kafka-eos", "trigger": "realtime:5 seconds", "backlog": 0, "offered_records_per_sec": 5000.0,
+             "read_records_per_sec": 5012.4, "p50_ms": 185.0, "p99_ms": 385.0, "commit_p50_ms": 120.0,
+             "commit_p99_ms": 250.0, "load_average": 1.37},
+            {"sink": "kafka-alo", "trigger": "realtime:5 seconds", "backlog": 0, "offered_records_per_sec": 5000.0,
+             "read_records_per_sec": 5000.0, "p50_ms": 89.0, "p99_ms": 214.0, "commit_p50_ms": None,
+             "commit_p99_ms": None, "load_average": 0.77},
+            {"sink": "kafka-eos", "trigger": "1 second", "backlog": 1_000_000, "offered_records_per_sec": None,
+             "read_records_per_sec": 112179.0, "p50_ms": 0.0, "p99_ms": 0.0, "load_average": 3.1}]
+    assert table(rows)[2:] == [
+        "| kafka-eos real-time | 5,000 | 5,012 | 185 | 385 | 120 / 250 | 1.37 |",
+        "| kafka-alo real-time | 5,000 | 5,000 | 89 | 214 | — | 0.77 |",
+        "| kafka-eos micro-batch, 1 s trigger | ceiling: 1,000,000 waiting | 112,179 | — | — | — | 3.10 |"]

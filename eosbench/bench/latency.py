@@ -125,9 +125,6 @@ def _arm(bootstrap: Connection, spark, sink: str, trigger: str, rate: float | No
     return {"sink": sink, "trigger": trigger, "offered_records_per_sec": rate, "backlog": backlog, "records": records,
             "read_records_per_sec": records / measured_s, "p50_ms": histogram_percentile(counts, 0.5),
             "p99_ms": histogram_percentile(counts, 0.99), "transactions": summary.outcomes.get("committed", 0),
-            # The sink's own histogram, CreateTime to its commit returning (none from Spark's sink):
-            # the rest of p50/p99 is the broker making the commit readable.
-            "commit_p50_ms": summary.latency_p50_ms or None, "commit_p99_ms": summary.latency_p99_ms or None,
             "load_average": os.getloadavg()[0]}
 
 
@@ -182,21 +179,15 @@ def run(bootstrap: Connection | str, rates: list[float], seconds: int, partition
 
 def table(rows: list[dict]) -> list[str]:
     """The side-by-side Markdown table of a run's rows."""
-    lines = ["| arm | offered rec/s | read rec/s | p50 ms | p99 ms | to commit p50 / p99 ms | load at end |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| arm | offered rec/s | read rec/s | p50 ms | p99 ms | load at end |", "|---|---|---|---|---|---|"]
     for row in rows:
         mode = "micro-batch, 1 s trigger" if not row["trigger"].startswith("realtime:") else "real-time"
         if row["backlog"]:  # a drain: its latency is the backlog's wait, not the arm's
             lines.append(f"| {row['sink']} {mode} | ceiling: {row['backlog']:,} waiting |"
-                         f" {row['read_records_per_sec']:,.0f} | — | — | — | {row['load_average']:.2f} |")
+                         f" {row['read_records_per_sec']:,.0f} | — | — | {row['load_average']:.2f} |")
             continue
         lines.append(f"| {row['sink']} {mode} | {row['offered_records_per_sec']:,.0f} |"
                      f" {row['read_records_per_sec']:,.0f} | {row['p50_ms']:,.0f} | {row['p99_ms']:,.0f} |"
-                     f" {_commit_percentiles(row)} | {row['load_average']:.2f} |")
+                     f" {row['load_average']:.2f} |")
     return lines
 
-
-def _commit_percentiles(row: dict) -> str:
-    if not row.get("commit_p50_ms"):
-        return "—"
-    return f"{row['commit_p50_ms']:,.0f} / {row['commit_p99_ms']:,.0f}"

@@ -26,7 +26,9 @@ from eosbench.local.environment import check_java, check_ports_free, port_accept
 from eosbench.local.jars import resolve_bundle
 from eosbench.local.processes import read_pid_file, send_signal, wait_gone, write_pid_file
 
-STOP_GRACE_S = 20.0
+# The NodeManager's orderly stop waits about 17 s for applications the RM has not yet released,
+# and neither daemon keeps state worth a wait (no recovery, an in-memory RM store): 5 s, then SIGKILL.
+STOP_GRACE_S = 5.0
 READY_TIMEOUT_S = 120.0
 MAIN_CLASSES = {
     "resourcemanager": "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager",
@@ -99,6 +101,50 @@ def application_of(container_id: str) -> str:
     if len(parts) < 5 or parts[0] != "container":
         raise BadInput(f"{container_id!r} is not a YARN container id")
     return f"application_{parts[1]}_{parts[2]}"
+
+
+def spark_yarn_environment(settings: YarnSettings) -> dict[str, str]:
+    """The environment variables a driver for this YARN needs, beside spark_yarn_conf's settings."""
+    from eosbench.local.executor_env import EXECUTOR_PYTHON
+
+    # Spark finds the ResourceManager only through HADOOP_CONF_DIR (or YARN_CONF_DIR), and a
+    # PySpark driver names its executors' Python only from PYSPARK_PYTHON (otherwise "python3"
+    # on the container's PATH: the node's own Python, not the archive's).
+    return {"HADOOP_CONF_DIR": str(settings.conf_dir), "PYSPARK_PYTHON": EXECUTOR_PYTHON}
+
+
+def spark_yarn_conf(settings: YarnSettings, archive: Path) -> dict[str, str]:
+    """The Spark settings that run a client-mode driver on this YARN, its executors' Python from the packed `archive`.
+
+    The driver also needs spark_yarn_environment's variables, which no spark.* setting replaces.
+    """
+    from eosbench.local.executor_env import ARCHIVE_ALIAS, EXECUTOR_PYTHON
+    from eosbench.local.jars import pyspark_jars_dir
+
+    conf = {
+        "spark.master": "yarn",
+        "spark.submit.deployMode": "client",
+        # local: names jars every node already has at that path (true on one host): without it
+        # Spark zips PySpark's ~400 MB of jars into the staging folder for every application.
+        "spark.yarn.jars": f"local:{pyspark_jars_dir()}/*",
+        # What spark-submit's --archives sets on YARN: the NodeManager localizes and unpacks it once
+        # and links it into each container's folder as ./environment. (spark.archives would also
+        # make every executor fetch the archive from the driver and unpack it again over that link.)
+        "spark.yarn.dist.archives": f"{archive}#{ARCHIVE_ALIAS}",
+        # The executors' Python; PySpark on the driver reads only PYSPARK_PYTHON (spark_yarn_environment),
+        # the AM's and the executors' variables matter to a driver in cluster mode and to code that looks.
+        "spark.pyspark.python": EXECUTOR_PYTHON,
+        "spark.executorEnv.PYSPARK_PYTHON": EXECUTOR_PYTHON,
+        "spark.yarn.appMasterEnv.PYSPARK_PYTHON": EXECUTOR_PYTHON,
+        # The machine's name resolves to a non-loopback address; the AM and executors call back
+        # to the driver on loopback like every other daemon here.
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+    }
+    if settings.default_fs.startswith("file:"):
+        # Spark's default is ~/.sparkStaging on the default file system; keep it with the YARN's state.
+        conf["spark.yarn.stagingDir"] = f"file://{settings.state_dir / 'staging'}"
+    return conf
 
 
 class LocalYarn:
@@ -324,15 +370,18 @@ class LocalYarn:
     def stop(self) -> int:
         """Stop both daemons (SIGTERM, then SIGKILL after a grace period) and any container left; return how many daemons ran."""
         running = {daemon: pid for daemon in YARN_DAEMONS if (pid := self.pid(daemon)) is not None}
-        # The NodeManager first: on SIGTERM it stops its containers while it can still tell the RM.
-        for daemon in reversed(YARN_DAEMONS):
-            if daemon in running:
-                send_signal(running[daemon], signal.SIGTERM)
-                wait_gone(running[daemon], timeout_s=STOP_GRACE_S)
-                send_signal(running[daemon], signal.SIGKILL)
-                wait_gone(running[daemon])
-        for orphan in self._container_processes():
+        for pid in running.values():
+            send_signal(pid, signal.SIGTERM)
+        for pid in running.values():
+            wait_gone(pid, timeout_s=STOP_GRACE_S)
+            send_signal(pid, signal.SIGKILL)
+            wait_gone(pid)
+        # A NodeManager killed before it stopped its containers leaves them running in their own sessions.
+        orphans = self._container_processes()
+        for orphan in orphans:
             send_signal(orphan, signal.SIGKILL)
+        for orphan in orphans:
+            wait_gone(orphan)
         for daemon in YARN_DAEMONS:
             self._pid_file(daemon).unlink(missing_ok=True)
         return len(running)

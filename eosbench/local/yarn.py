@@ -92,6 +92,17 @@ def parse_containers(reply: dict) -> list[Container]:
             for entry in listed]
 
 
+def node_reported_since_start(nodes_reply: dict, node_info_reply: dict) -> bool:
+    """Whether the RM (/ws/v1/cluster/nodes) has a RUNNING node with a health report newer than the NM's start (/ws/v1/node/info)."""
+    try:
+        info = node_info_reply["nodeInfo"]
+        listed = (nodes_reply.get("nodes") or {}).get("node") or []
+        node = next((n for n in ([listed] if isinstance(listed, dict) else listed) if n.get("id") == info["id"]), None)
+        return node is not None and node.get("state") == "RUNNING" and int(node["lastHealthUpdate"]) >= int(info["nmStartupTime"])
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
 def application_of(container_id: str) -> str:
     """The application id a container id belongs to (container_<ts>_<app>_<attempt>_<n> -> application_<ts>_<app>)."""
     parts = container_id.split("_")
@@ -213,9 +224,15 @@ class LocalYarn:
             return None
 
     def ready(self) -> bool:
-        """Whether applications can run: the ResourceManager answers and counts the NodeManager active."""
+        """Whether applications can run: the ResourceManager counts the running NodeManager active."""
         view = self.cluster_view()
-        return view is not None and view.active_nodes >= 1
+        if view is None or view.active_nodes < 1:
+            return False
+        # The RM keeps a killed NodeManager active until its liveness expiry (20 s), so after a
+        # restart its count alone says nothing: wait for a report from the new process too.
+        info = self._rest(self.settings.ports.nodemanager_web, "/ws/v1/node/info")
+        nodes = self._rest(self.settings.ports.resourcemanager_web, "/ws/v1/cluster/nodes")
+        return bool(info and nodes) and node_reported_since_start(nodes, info)
 
     # ------------------------------------------------------------------ start
 

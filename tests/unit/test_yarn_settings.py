@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from conf.settings import YarnSettings, load_jar_bundles
 from eosbench.console.errors import BadInput
-from eosbench.local.yarn import ClusterView, Container, LocalYarn, application_of, parse_cluster_metrics, parse_containers
+from eosbench.local.yarn import (ClusterView, Container, LocalYarn, application_of, node_reported_since_start,
+                                 parse_cluster_metrics, parse_containers)
 from tests.unit.test_cli_errors import run_eosbench
 
 
@@ -89,6 +90,18 @@ def test_containers_are_read_from_every_shape_of_the_nodemanagers_reply():
     assert parse_containers({"containers": {}}) == [] == parse_containers({"containers": None})
     assert parse_containers({"containers": {"container": one}}) == [expected]
     assert parse_containers({"containers": {"container": [one, one]}}) == [expected, expected]
+
+
+def test_a_restarted_nodemanager_counts_only_once_the_rm_has_a_report_from_it():
+    info = {"nodeInfo": {"id": "localhost:18037", "nmStartupTime": 1_000}}
+    node = {"id": "localhost:18037", "state": "RUNNING", "lastHealthUpdate": 1_500}
+    assert node_reported_since_start({"nodes": {"node": [node]}}, info)
+    assert node_reported_since_start({"nodes": {"node": node}}, info)
+    # The killed process's last report, still held by the RM until its liveness expiry.
+    assert not node_reported_since_start({"nodes": {"node": [{**node, "lastHealthUpdate": 900}]}}, info)
+    assert not node_reported_since_start({"nodes": {"node": [{**node, "state": "LOST"}]}}, info)
+    assert not node_reported_since_start({"nodes": None}, info)
+    assert not node_reported_since_start({"nodes": {"node": [node]}}, {})
 
 
 def test_a_container_id_names_its_application_with_or_without_an_rm_epoch():

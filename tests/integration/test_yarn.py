@@ -37,8 +37,9 @@ spark.stop()
 def test_executors_run_python_from_the_archive_yarn_unpacked_into_their_containers(
         yarn_cluster: LocalYarn, packed_environment: ExecutorEnvironment, tmp_path: Path):
     conf = {**spark_yarn_conf(yarn_cluster.settings, packed_environment.archive),
-            # Two 1-core executors (1 GB containers with overhead) and a small AM: 2.75 GB of the node's 6.
-            "spark.executor.instances": "2", "spark.executor.cores": "1", "spark.executor.memory": "512m",
+            # One 2-core executor (a 1 GB container with overhead) and a small AM: one JVM fewer than
+            # two executors on a two-core machine, and every task still runs in a YARN container.
+            "spark.executor.instances": "1", "spark.executor.cores": "2", "spark.executor.memory": "512m",
             "spark.yarn.am.memory": "256m", "spark.driver.memory": "512m"}
     completed = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(conf)], cwd=tmp_path, capture_output=True,
                                text=True, timeout=240, env={**os.environ, **spark_yarn_environment(yarn_cluster.settings)})

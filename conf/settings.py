@@ -448,3 +448,84 @@ class HdfsSettings(BaseModel):
 def hdfs_log4j_config() -> Path:
     """Return the log4j (reload4j) configuration both HDFS daemons start with."""
     return CONF_DIR / "hdfs" / "log4j.properties"
+
+
+# --------------------------------------------------------------------------- local YARN
+
+# Hadoop's own defaults (8030-8033, 8088, 8040, 8042) moved up by 10,000, so that a YARN of
+# the machine's own, if any, keeps its ports.
+DEFAULT_RESOURCEMANAGER_PORT = 18032
+YARN_DAEMONS = ("resourcemanager", "nodemanager")
+
+
+class YarnPorts(BaseModel):
+    """The loopback ports of the local YARN, eight in a row from the ResourceManager's client port."""
+
+    model_config = ConfigDict(frozen=True)
+
+    resourcemanager: int  # the client (application submission) port, yarn.resourcemanager.address
+    scheduler: int
+    resource_tracker: int
+    admin: int
+    resourcemanager_web: int
+    nodemanager: int  # the container manager, which the application master asks to launch containers
+    localizer: int
+    nodemanager_web: int
+
+    def of_daemon(self, daemon: str) -> dict[str, int]:
+        """Every port one daemon listens on, by what it serves."""
+        if daemon == "resourcemanager":
+            return {"ResourceManager client port": self.resourcemanager, "ResourceManager scheduler port": self.scheduler,
+                    "ResourceManager resource tracker port": self.resource_tracker,
+                    "ResourceManager admin port": self.admin, "ResourceManager web port": self.resourcemanager_web}
+        return {"NodeManager container manager port": self.nodemanager, "NodeManager localizer port": self.localizer,
+                "NodeManager web port": self.nodemanager_web}
+
+
+class YarnSettings(BaseModel):
+    """Shape of the local YARN (one ResourceManager, one NodeManager) that `eosbench yarn start` runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    port: int = Field(DEFAULT_RESOURCEMANAGER_PORT, ge=1024, le=65535 - 7)
+    heap_mb: int = Field(384, ge=128, le=1024)
+    # What the NodeManager offers its containers. The machine has 2 cores; YARN only books vcores
+    # (no cgroups here), so 4 lets a driver's AM and three 1-core executors share them as Spark
+    # standalone's workers would.
+    node_memory_mb: int = Field(6144, ge=1024, le=65536)
+    node_vcores: int = Field(4, ge=1, le=64)
+    # file:/// works on one host: the staging dir and every localized file are local paths that
+    # the NodeManager reads directly. An hdfs:// URI (`eosbench hdfs start`) works as well.
+    default_fs: str = "file:///"
+    state_dir: Path = Field(default_factory=lambda: eosbench_home() / "yarn")
+
+    @property
+    def ports(self) -> YarnPorts:
+        """The ResourceManager's client, scheduler, tracker, admin and web ports on `port`..+4; the NodeManager's on +5..+7."""
+        return YarnPorts(resourcemanager=self.port, scheduler=self.port + 1, resource_tracker=self.port + 2,
+                         admin=self.port + 3, resourcemanager_web=self.port + 4, nodemanager=self.port + 5,
+                         localizer=self.port + 6, nodemanager_web=self.port + 7)
+
+    @property
+    def conf_dir(self) -> Path:
+        """The HADOOP_CONF_DIR: rendered core-site.xml and yarn-site.xml, for the daemons and for spark-submit."""
+        return self.state_dir / "conf"
+
+    @property
+    def local_dirs(self) -> Path:
+        """yarn.nodemanager.local-dirs: where containers' working folders and localized files live."""
+        return self.state_dir / "nm-local"
+
+    def render_site_files(self) -> dict[str, str]:
+        """Fill conf/yarn/core-site.xml and yarn-site.xml for this shape, by file name."""
+        ports = self.ports
+        values = {"state_dir": self.state_dir, "default_fs": self.default_fs, "local_dirs": self.local_dirs,
+                  "node_memory_mb": self.node_memory_mb, "node_vcores": self.node_vcores,
+                  **{f"{name}_port": port for name, port in ports.model_dump().items()}}
+        return {name: string.Template((CONF_DIR / "yarn" / name).read_text()).substitute(values)
+                for name in ("core-site.xml", "yarn-site.xml")}
+
+
+def yarn_log4j_config() -> Path:
+    """Return the log4j (reload4j) configuration both YARN daemons start with."""
+    return CONF_DIR / "yarn" / "log4j.properties"

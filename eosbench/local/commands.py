@@ -1,4 +1,4 @@
-"""The local infrastructure's commands (broker, topics, setup, prometheus, cluster, hdfs), each one's arguments by its handler."""
+"""The local infrastructure's commands (broker, topics, setup, prometheus, cluster, hdfs, yarn), each one's arguments by its handler."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from conf.settings import DEFAULT_CLIENT_PORT, DEFAULT_NAMENODE_PORT, ClusterSettings, HdfsSettings, eosbench_home
+from conf.settings import (DEFAULT_CLIENT_PORT, DEFAULT_NAMENODE_PORT, DEFAULT_RESOURCEMANAGER_PORT, ClusterSettings,
+                           HdfsSettings, YarnSettings, eosbench_home)
 from eosbench.console.arguments import OneLineArgumentParser, bootstrap_flag, kafka_connection, positive_int, state_dir_flag
 from eosbench.console.errors import EXIT_CHECK_FAILED, BadInput, EnvironmentProblem
 
@@ -361,3 +362,73 @@ def _print_hdfs_status(hdfs) -> int:
           f" (metrics http://127.0.0.1:{ports.namenode_http}/jmx)")
     print(f"uri: {hdfs.uri}")
     return 0 if writable else EXIT_CHECK_FAILED
+
+
+def add_yarn_parser(commands) -> None:
+    """`eosbench yarn start|status|stop`: the local YARN (one ResourceManager, one NodeManager)."""
+    state_dir = OneLineArgumentParser(add_help=False)
+    state_dir.add_argument("--yarn-state-dir", metavar="DIR", type=Path, default=eosbench_home() / "yarn",
+                           help="configuration (the HADOOP_CONF_DIR), containers' folders, logs and pid files"
+                                " (default: %(default)s)")
+    yarn = commands.add_parser("yarn", help="run a real local YARN (a ResourceManager and a NodeManager) on loopback")
+    yarn_commands = yarn.add_subparsers(dest="yarn_command", required=True, metavar="ACTION")
+    start = yarn_commands.add_parser("start", parents=[state_dir],
+                                     help="start both daemons, wait until the NodeManager is registered,"
+                                          " print the HADOOP_CONF_DIR")
+    start.add_argument("--port", type=int, default=DEFAULT_RESOURCEMANAGER_PORT, metavar="PORT",
+                       help="the ResourceManager's client port; its scheduler, tracker, admin and web ports are"
+                            " PORT+1..4, the NodeManager's container, localizer and web ports PORT+5..7"
+                            " (default: %(default)s)")
+    start.add_argument("--heap-mb", type=int, default=384, metavar="MB", help="heap of each daemon (128-1024, default: 384)")
+    start.add_argument("--node-memory-mb", type=int, default=6144, metavar="MB",
+                       help="memory the NodeManager offers its containers (default: %(default)s)")
+    start.add_argument("--node-vcores", type=int, default=4, metavar="N",
+                       help="vcores the NodeManager offers its containers (default: %(default)s)")
+    start.add_argument("--default-fs", default="file:///", metavar="URI",
+                       help="fs.defaultFS of the rendered core-site.xml, e.g. the hdfs:// URI `eosbench hdfs start`"
+                            " prints (default: %(default)s, enough on one host)")
+    start.add_argument("--fresh", action="store_true", help="wipe any earlier state (logs, containers' folders) first")
+    yarn_commands.add_parser("status", parents=[state_dir], help="show what is running (exit 1 unless usable)")
+    yarn_commands.add_parser("stop", parents=[state_dir], help="stop both daemons and any container left (idempotent)")
+
+
+def cmd_yarn(args: argparse.Namespace) -> int:
+    """Handle `eosbench yarn start|status|stop`."""
+    from eosbench.local.yarn import LocalYarn
+
+    if args.yarn_command == "start":
+        settings = YarnSettings(port=args.port, heap_mb=args.heap_mb, node_memory_mb=args.node_memory_mb,
+                                node_vcores=args.node_vcores, default_fs=args.default_fs, state_dir=args.yarn_state_dir)
+        print(f"eosbench: starting YARN from {settings.state_dir}", file=sys.stderr)
+        seconds = LocalYarn(settings).start(fresh=args.fresh)
+        print(f"eosbench: YARN ready in {seconds:.1f} s (a registered NodeManager); hand spark-submit"
+              " --master yarn the HADOOP_CONF_DIR below", file=sys.stderr)
+        print(settings.conf_dir)
+        return 0
+    yarn = LocalYarn.from_state_dir(args.yarn_state_dir)
+    if args.yarn_command == "stop":
+        stopped = yarn.stop() if yarn else 0
+        print(f"stopped {stopped} YARN daemon(s)" if stopped else "no YARN daemon running")
+        return 0
+    if yarn is None:
+        print(f"stopped (no YARN was ever started from {args.yarn_state_dir})")
+        return EXIT_CHECK_FAILED
+    return _print_yarn_status(yarn)
+
+
+def _print_yarn_status(yarn) -> int:
+    daemons = yarn.status()
+    for daemon in daemons:
+        state = "up" if daemon.pid and daemon.listening else ("starting" if daemon.pid else "down")
+        print(f"{daemon.name}\t{state}\tpid {daemon.pid or '-'}\t127.0.0.1:{daemon.port}")
+    view = yarn.cluster_view()
+    if view is None:
+        print("yarn: stopped" if not any(d.pid for d in daemons) else "yarn: the ResourceManager does not answer")
+        return EXIT_CHECK_FAILED
+    usable = view.active_nodes >= 1
+    print(f"yarn: {'running' if usable else 'degraded'}, {view.active_nodes}/1 NodeManager active"
+          f" ({view.lost_nodes} lost, {view.unhealthy_nodes} unhealthy), {view.apps_running} applications running,"
+          f" {view.available_mb} MB and {view.available_vcores} vcores free"
+          f" (web http://127.0.0.1:{yarn.settings.ports.resourcemanager_web})")
+    print(f"HADOOP_CONF_DIR={yarn.conf_dir}")
+    return 0 if usable else EXIT_CHECK_FAILED

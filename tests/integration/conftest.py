@@ -3,8 +3,9 @@
 The test broker listens on 19092 (controller 19192, JMX exporter 19292) with its state in a
 pytest temp folder, so a user's own `eosbench broker start` on 9092 is left alone. The secured
 broker (SASL_SSL, SCRAM-SHA-512, ACLs) listens on 19492 (19592, 19692), the Spark standalone
-cluster on 17177 (UI 18180), and the HDFS on 18020 (NameNode RPC; its HTTP and the DataNode's ports
-on 18021-18024); each starts only when a test asks for it.
+cluster on 17177 (UI 18180), the HDFS on 18020 (NameNode RPC; its HTTP and the DataNode's ports
+on 18021-18024), and the YARN on 28032-28039 (apart from `eosbench yarn start`'s default 18032);
+each starts only when a test asks for it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conf.settings import ClusterSettings, HdfsSettings, SparkClusterSettings
+from conf.settings import ClusterSettings, HdfsSettings, SparkClusterSettings, YarnSettings
 from conf.stream_settings import StreamSettings
 from eosbench.local.broker import LocalCluster
 from eosbench.local.executor_env import ExecutorEnvironment, executor_environment
@@ -23,6 +24,7 @@ from eosbench.local.hdfs import LocalHdfs
 from eosbench.local.kafka_admin import create_topic
 from eosbench.local.spark import spark_session
 from eosbench.local.spark_cluster import StandaloneCluster
+from eosbench.local.yarn import LocalYarn
 from tests.integration.produce_helpers import produce
 
 TEST_BROKER_PORT = 19092
@@ -31,6 +33,7 @@ SECURED_TEST_BROKER_PORT = 19492
 # not touch this one.
 STANDALONE_MASTER_PORT, STANDALONE_UI_PORT = 17177, 18180
 TEST_HDFS_PORT = 18020
+TEST_YARN_PORT = 28032
 
 
 def pytest_collection_modifyitems(items):
@@ -104,6 +107,19 @@ def hdfs_cluster(tmp_path_factory) -> Iterator[LocalHdfs]:
     hdfs.start(fresh=True)
     yield hdfs
     hdfs.stop()
+
+
+@pytest.fixture(scope="session")
+def yarn_cluster(tmp_path_factory) -> Iterator[LocalYarn]:
+    """A real YARN (one ResourceManager, one NodeManager of 6 GB and 4 vcores), started once and stopped at the end of the session.
+
+    `yarn_cluster.conf_dir` is the HADOOP_CONF_DIR a driver needs; `eosbench.local.yarn.spark_yarn_conf`
+    the Spark settings. Stopping it also kills any container a test left running.
+    """
+    yarn = LocalYarn(YarnSettings(port=TEST_YARN_PORT, state_dir=tmp_path_factory.mktemp("yarn")))
+    yarn.start(fresh=True)
+    yield yarn
+    yarn.stop()
 
 
 @pytest.fixture(scope="session")

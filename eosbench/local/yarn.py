@@ -1,0 +1,418 @@
+"""A real local YARN: one ResourceManager and one NodeManager JVM on loopback, run from Maven Central jars.
+
+The daemons are separate processes (not hadoop-yarn-server-tests' MiniYARNCluster in one JVM) so
+that the soak's `restart-nodemanager` fault can SIGKILL the NodeManager alone while the
+ResourceManager, and with it the application's record, lives on. Their rendered configuration
+(the HADOOP_CONF_DIR that spark-submit is handed), pid files, logs and the containers' working
+folders live under `<state_dir>`; the shape (ports, heap, node budget) is kept in
+`<state_dir>/yarn.json`, so `status` and `stop` need no flags.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from conf.settings import YARN_DAEMONS, YarnSettings, yarn_log4j_config
+from eosbench.console.errors import BadInput, EnvironmentProblem
+from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
+from eosbench.local.jars import resolve_bundle
+from eosbench.local.processes import read_pid_file, send_signal, wait_gone, write_pid_file
+
+# The NodeManager's orderly stop waits about 17 s for applications the RM has not yet released,
+# and neither daemon keeps state worth a wait (no recovery, an in-memory RM store): 5 s, then SIGKILL.
+STOP_GRACE_S = 5.0
+READY_TIMEOUT_S = 120.0
+MAIN_CLASSES = {
+    "resourcemanager": "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager",
+    "nodemanager": "org.apache.hadoop.yarn.server.nodemanager.NodeManager",
+}
+
+
+@dataclass(frozen=True)
+class YarnDaemonStatus:
+    """What is true of one daemon right now."""
+
+    name: str
+    pid: int | None
+    port: int
+    listening: bool
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What the ResourceManager says of its cluster (from /ws/v1/cluster/metrics)."""
+
+    active_nodes: int
+    lost_nodes: int
+    unhealthy_nodes: int
+    apps_running: int
+    containers_allocated: int
+    available_mb: int
+    available_vcores: int
+
+
+@dataclass(frozen=True)
+class Container:
+    """One container the NodeManager runs (from /ws/v1/node/containers)."""
+
+    id: str
+    application_id: str
+    state: str
+    memory_mb: int
+    vcores: int
+
+
+def parse_cluster_metrics(reply: dict) -> ClusterView:
+    """The ClusterView in the ResourceManager's /ws/v1/cluster/metrics reply."""
+    metrics = reply["clusterMetrics"]
+    return ClusterView(active_nodes=int(metrics.get("activeNodes", 0)), lost_nodes=int(metrics.get("lostNodes", 0)),
+                       unhealthy_nodes=int(metrics.get("unhealthyNodes", 0)),
+                       apps_running=int(metrics.get("appsRunning", 0)),
+                       containers_allocated=int(metrics.get("containersAllocated", 0)),
+                       available_mb=int(metrics.get("availableMB", 0)),
+                       available_vcores=int(metrics.get("availableVirtualCores", 0)))
+
+
+def parse_containers(reply: dict) -> list[Container]:
+    """The containers in the NodeManager's /ws/v1/node/containers reply."""
+    # Jersey's JSON writes {"containers": null} for none and an object, not a list, for exactly one.
+    listed = (reply.get("containers") or {}).get("container") or []
+    if isinstance(listed, dict):
+        listed = [listed]
+    return [Container(id=entry["id"], application_id=application_of(entry["id"]), state=entry.get("state", ""),
+                      memory_mb=int(entry.get("totalMemoryNeededMB", 0)), vcores=int(entry.get("totalVCoresNeeded", 0)))
+            for entry in listed]
+
+
+def node_reported_since_start(nodes_reply: dict, node_info_reply: dict) -> bool:
+    """Whether the RM (/ws/v1/cluster/nodes) has a RUNNING node with a health report newer than the NM's start (/ws/v1/node/info)."""
+    try:
+        info = node_info_reply["nodeInfo"]
+        listed = (nodes_reply.get("nodes") or {}).get("node") or []
+        node = next((n for n in ([listed] if isinstance(listed, dict) else listed) if n.get("id") == info["id"]), None)
+        return node is not None and node.get("state") == "RUNNING" and int(node["lastHealthUpdate"]) >= int(info["nmStartupTime"])
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def application_of(container_id: str) -> str:
+    """The application id a container id belongs to (container_<ts>_<app>_<attempt>_<n> -> application_<ts>_<app>)."""
+    parts = container_id.split("_")
+    # Container ids of a restarted RM carry an epoch: container_e<epoch>_<ts>_<app>_<attempt>_<n>.
+    if len(parts) > 1 and parts[1].startswith("e"):
+        parts = [parts[0], *parts[2:]]
+    if len(parts) < 5 or parts[0] != "container":
+        raise BadInput(f"{container_id!r} is not a YARN container id")
+    return f"application_{parts[1]}_{parts[2]}"
+
+
+def spark_yarn_environment(settings: YarnSettings) -> dict[str, str]:
+    """The environment variables a driver for this YARN needs, beside spark_yarn_conf's settings."""
+    from eosbench.local.executor_env import EXECUTOR_PYTHON
+
+    # Spark finds the ResourceManager only through HADOOP_CONF_DIR (or YARN_CONF_DIR), and a
+    # PySpark driver names its executors' Python only from PYSPARK_PYTHON (otherwise "python3"
+    # on the container's PATH: the node's own Python, not the archive's).
+    return {"HADOOP_CONF_DIR": str(settings.conf_dir), "PYSPARK_PYTHON": EXECUTOR_PYTHON}
+
+
+def spark_yarn_conf(settings: YarnSettings, archive: Path) -> dict[str, str]:
+    """The Spark settings that run a client-mode driver on this YARN, its executors' Python from the packed `archive`.
+
+    The driver also needs spark_yarn_environment's variables, which no spark.* setting replaces.
+    """
+    from eosbench.local.executor_env import ARCHIVE_ALIAS, EXECUTOR_PYTHON
+    from eosbench.local.jars import pyspark_jars_dir
+
+    conf = {
+        "spark.master": "yarn",
+        "spark.submit.deployMode": "client",
+        # local: names jars every node already has at that path (true on one host): without it
+        # Spark zips PySpark's ~400 MB of jars into the staging folder for every application.
+        "spark.yarn.jars": f"local:{pyspark_jars_dir()}/*",
+        # What spark-submit's --archives sets on YARN: the NodeManager localizes and unpacks it once
+        # and links it into each container's folder as ./environment. (spark.archives would also
+        # make every executor fetch the archive from the driver and unpack it again over that link.)
+        "spark.yarn.dist.archives": f"{archive}#{ARCHIVE_ALIAS}",
+        # The executors' Python; PySpark on the driver reads only PYSPARK_PYTHON (spark_yarn_environment),
+        # the AM's and the executors' variables matter to a driver in cluster mode and to code that looks.
+        "spark.pyspark.python": EXECUTOR_PYTHON,
+        "spark.executorEnv.PYSPARK_PYTHON": EXECUTOR_PYTHON,
+        "spark.yarn.appMasterEnv.PYSPARK_PYTHON": EXECUTOR_PYTHON,
+        # The machine's name resolves to a non-loopback address; the AM and executors call back
+        # to the driver on loopback like every other daemon here.
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+    }
+    if settings.default_fs.startswith("file:"):
+        # Spark's default is ~/.sparkStaging on the default file system; keep it with the YARN's state.
+        conf["spark.yarn.stagingDir"] = f"file://{settings.state_dir / 'staging'}"
+    return conf
+
+
+class LocalYarn:
+    """Start, stop, inspect and break the local YARN described by a YarnSettings."""
+
+    def __init__(self, settings: YarnSettings | None = None):
+        self.settings = settings or YarnSettings()
+
+    @classmethod
+    def from_state_dir(cls, state_dir: Path) -> LocalYarn | None:
+        """The YARN last started from this folder (its recorded shape), or None if none was."""
+        recorded = state_dir / "yarn.json"
+        if not recorded.exists():
+            return None
+        return cls(YarnSettings(**{**json.loads(recorded.read_text()), "state_dir": state_dir}))
+
+    @property
+    def conf_dir(self) -> Path:
+        """The HADOOP_CONF_DIR that spark-submit --master yarn needs."""
+        return self.settings.conf_dir
+
+    @property
+    def _state_file(self) -> Path:
+        return self.settings.state_dir / "yarn.json"
+
+    def _pid_file(self, daemon: str) -> Path:
+        return self.settings.state_dir / f"{daemon}.pid"
+
+    def log_file(self, daemon: str) -> Path:
+        """A daemon's log (log4j's; its JVM's own output goes to <daemon>.out beside it)."""
+        return self.settings.state_dir / "logs" / f"{daemon}.log"
+
+    def pid(self, daemon: str) -> int | None:
+        """A daemon's pid, if the process it names is the one this YARN launched and alive."""
+        return read_pid_file(self._pid_file(daemon))
+
+    # ------------------------------------------------------------------ status
+
+    def status(self) -> list[YarnDaemonStatus]:
+        """Every daemon, with its pid when running and whether its main port accepts connections."""
+        ports = self.settings.ports
+        main_port = {"resourcemanager": ports.resourcemanager, "nodemanager": ports.nodemanager}
+        return [YarnDaemonStatus(daemon, self.pid(daemon), main_port[daemon],
+                                 port_accepts_connections(main_port[daemon])) for daemon in YARN_DAEMONS]
+
+    def cluster_view(self) -> ClusterView | None:
+        """The ResourceManager's account of its nodes, applications and free resources; None while it does not answer."""
+        reply = self._rest(self.settings.ports.resourcemanager_web, "/ws/v1/cluster/metrics")
+        try:
+            return parse_cluster_metrics(reply) if reply else None
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def containers(self) -> list[Container]:
+        """The containers the NodeManager runs now (empty while it does not answer)."""
+        reply = self._rest(self.settings.ports.nodemanager_web, "/ws/v1/node/containers")
+        return parse_containers(reply) if reply else []
+
+    @staticmethod
+    def _rest(port: int, path: str) -> dict | None:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=2) as reply:
+                return json.load(reply)
+        except (OSError, ValueError):
+            return None
+
+    def ready(self) -> bool:
+        """Whether applications can run: the ResourceManager counts the running NodeManager active."""
+        view = self.cluster_view()
+        if view is None or view.active_nodes < 1:
+            return False
+        # The RM keeps a killed NodeManager active until its liveness expiry (20 s), so after a
+        # restart its count alone says nothing: wait for a report from the new process too.
+        info = self._rest(self.settings.ports.nodemanager_web, "/ws/v1/node/info")
+        nodes = self._rest(self.settings.ports.resourcemanager_web, "/ws/v1/cluster/nodes")
+        return bool(info and nodes) and node_reported_since_start(nodes, info)
+
+    # ------------------------------------------------------------------ start
+
+    def start(self, fresh: bool = False) -> float:
+        """Start whichever daemon is not running and wait until the NodeManager is registered; return seconds."""
+        started = time.monotonic()
+        if fresh:
+            self.stop()
+            shutil.rmtree(self.settings.state_dir, ignore_errors=True)
+        self._check_shape()
+        to_start = [daemon for daemon in YARN_DAEMONS if self.pid(daemon) is None]
+        if to_start:
+            java = check_java()
+            check_ports_free([port for daemon in to_start for port in self.settings.ports.of_daemon(daemon).values()],
+                             "YARN")
+            classpath = f"{self.settings.conf_dir}:{resolve_bundle('yarn')[0].parent / '*'}"
+            self._write_config()
+            # The NodeManager retries until the ResourceManager answers, so both JVMs warm up at once.
+            for daemon in to_start:
+                self._launch(java, classpath, daemon)
+        self._wait_ready()
+        return time.monotonic() - started
+
+    def _check_shape(self) -> None:
+        if not self._state_file.exists():
+            return
+        recorded = json.loads(self._state_file.read_text())
+        if recorded != self.settings.model_dump(mode="json", exclude={"state_dir"}) and any(map(self.pid, YARN_DAEMONS)):
+            raise BadInput(f"a YARN with ResourceManager port {recorded['port']}, heap {recorded['heap_mb']} MB and a"
+                           f" {recorded['node_memory_mb']} MB, {recorded['node_vcores']}-vcore node is running from"
+                           f" {self.settings.state_dir}; run `eosbench yarn stop` first")
+
+    def _write_config(self) -> None:
+        self.settings.conf_dir.mkdir(parents=True, exist_ok=True)
+        (self.settings.state_dir / "logs").mkdir(exist_ok=True)
+        self._state_file.write_text(self.settings.model_dump_json(exclude={"state_dir"}, indent=2))
+        for name, text in self.settings.render_site_files().items():
+            (self.settings.conf_dir / name).write_text(text)
+
+    def _jvm_options(self, daemon: str) -> list[str]:
+        heap_mb = self.settings.heap_mb
+        return [f"-Xms{min(64, heap_mb)}m", f"-Xmx{heap_mb}m", "-XX:+UseSerialGC",
+                # C1 only: the daemons mostly wait on heartbeats, and the JIT's second tier would
+                # spend start-up CPU that the two-core machine does not have.
+                "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
+                f"-Dlog4j.configuration=file:{yarn_log4j_config()}",
+                f"-Dyarn.log.dir={self.settings.state_dir / 'logs'}", f"-Dyarn.log.file={daemon}.log",
+                f"-Dhadoop.log.dir={self.settings.state_dir / 'logs'}"]
+
+    def _daemon_environment(self, java: str) -> dict[str, str]:
+        # Containers get JAVA_HOME and HADOOP_CONF_DIR from the NodeManager's own environment
+        # (yarn.nodemanager.env-whitelist); Spark's launch command runs $JAVA_HOME/bin/java.
+        java_home = Path(os.path.realpath(java)).parent.parent
+        return {**os.environ, "JAVA_HOME": str(java_home), "HADOOP_CONF_DIR": str(self.settings.conf_dir)}
+
+    def _launch(self, java: str, classpath: str, daemon: str) -> None:
+        with open(self.settings.state_dir / "logs" / f"{daemon}.out", "ab") as output:
+            process = subprocess.Popen(
+                [java, *self._jvm_options(daemon), "-cp", classpath, MAIN_CLASSES[daemon]],
+                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, env=self._daemon_environment(java),
+                start_new_session=True,  # the daemon outlives the command that started it
+            )
+        write_pid_file(self._pid_file(daemon), process.pid)
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not self.ready():
+            for daemon in YARN_DAEMONS:
+                if self.pid(daemon) is None:
+                    raise EnvironmentProblem(f"the YARN {daemon} exited during start-up: {self.last_log_line(daemon)}")
+            if time.monotonic() > deadline:
+                raise EnvironmentProblem(f"no active NodeManager after {READY_TIMEOUT_S:g} s"
+                                         f" (ResourceManager: {self.cluster_view()}); see {self.log_file('nodemanager')}")
+            time.sleep(0.2)
+
+    def last_log_line(self, daemon: str) -> str:
+        """The last line a daemon logged (its log4j log, else its JVM output), for error messages."""
+        for path in (self.log_file(daemon), self.log_file(daemon).with_suffix(".out")):
+            try:
+                lines = path.read_text(errors="replace").strip().splitlines()
+            except OSError:
+                continue
+            if lines:
+                return lines[-1][:300]
+        return "no output"
+
+    # ------------------------------------------------------------------ containers
+
+    def container_dir(self, container_id: str) -> Path | None:
+        """A container's working folder under the NodeManager's local dirs (usercache/<user>/appcache/<app>/<id>), if any."""
+        found = sorted(self.settings.local_dirs.glob(f"usercache/*/appcache/{application_of(container_id)}/{container_id}"))
+        return found[0] if found else None
+
+    def container_pids(self, container_id: str) -> list[int]:
+        """The pids of the JVMs a container runs: java processes whose working folder is the container's."""
+        folder = self.container_dir(container_id)
+        return [] if folder is None else [pid for pid, cwd, exe in _processes() if cwd == folder and exe.name == "java"]
+
+    def kill_container(self, container_id: str) -> list[int]:
+        """SIGKILL a container's JVM (an executor or the AM dying, not YARN stopping it); return the pids killed."""
+        pids = self.container_pids(container_id)
+        if not pids:
+            raise EnvironmentProblem(f"no running JVM of container {container_id} under {self.settings.local_dirs}")
+        for pid in pids:
+            send_signal(pid, signal.SIGKILL)
+        for pid in pids:
+            wait_gone(pid)
+        return pids
+
+    def _container_processes(self) -> list[int]:
+        """Every process running inside some container's folder (JVMs, Python workers, their shells)."""
+        root = self.settings.local_dirs.resolve()
+        return [pid for pid, cwd, _ in _processes() if cwd.is_relative_to(root)]
+
+    # ------------------------------------------------------------------ faults and stop
+
+    def kill(self, daemon: str) -> int:
+        """SIGKILL one daemon; return its pid."""
+        pid = self.pid(daemon)
+        if pid is None:
+            raise EnvironmentProblem(f"the YARN {daemon} is not running")
+        send_signal(pid, signal.SIGKILL)
+        wait_gone(pid)
+        self._pid_file(daemon).unlink(missing_ok=True)
+        return pid
+
+    def kill_nodemanager(self) -> tuple[int, list[int]]:
+        """SIGKILL the NodeManager and every process of its containers, as a node failure would; return (NM pid, container pids).
+
+        Containers run in sessions of their own and would outlive the NodeManager's SIGKILL as
+        orphans, still doing work that YARN has written off; on a failed node they die with it.
+        """
+        pid = self.kill("nodemanager")
+        orphans = self._container_processes()
+        for orphan in orphans:
+            send_signal(orphan, signal.SIGKILL)
+        for orphan in orphans:
+            wait_gone(orphan)
+        return pid, orphans
+
+    def restart_nodemanager(self, pause_s: float = 0.0) -> int:
+        """SIGKILL the NodeManager (and its containers), wait `pause_s`, start it again and wait until registered; return the killed pid.
+
+        The ResourceManager keeps running; the new NodeManager registers afresh (no recovery), so
+        the RM reports the old containers lost to their application masters.
+        """
+        pid, _ = self.kill_nodemanager()
+        time.sleep(pause_s)
+        self.start()
+        return pid
+
+    def stop(self) -> int:
+        """Stop both daemons (SIGTERM, then SIGKILL after a grace period) and any container left; return how many daemons ran."""
+        running = {daemon: pid for daemon in YARN_DAEMONS if (pid := self.pid(daemon)) is not None}
+        for pid in running.values():
+            send_signal(pid, signal.SIGTERM)
+        for pid in running.values():
+            wait_gone(pid, timeout_s=STOP_GRACE_S)
+            send_signal(pid, signal.SIGKILL)
+            wait_gone(pid)
+        # A NodeManager killed before it stopped its containers leaves them running in their own sessions.
+        orphans = self._container_processes()
+        for orphan in orphans:
+            send_signal(orphan, signal.SIGKILL)
+        for orphan in orphans:
+            wait_gone(orphan)
+        for daemon in YARN_DAEMONS:
+            self._pid_file(daemon).unlink(missing_ok=True)
+        return len(running)
+
+
+def _processes() -> list[tuple[int, Path, Path]]:
+    """(pid, working folder, executable) of every process this user may inspect."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            found.append((int(entry.name), Path(os.readlink(f"/proc/{entry.name}/cwd")),
+                          Path(os.readlink(f"/proc/{entry.name}/exe"))))
+        except OSError:
+            continue  # gone meanwhile, or another user's
+    return found

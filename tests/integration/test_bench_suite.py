@@ -84,7 +84,7 @@ def test_smoke_sweep_writes_rows_plots_and_a_summary(bootstrap, spark, tmp_path)
     machine = json.loads(rows[0]["machine_json"])
     assert machine["cpus"] == os.cpu_count() and rows[0]["git_revision"] not in ("", None)
     for r in cells:
-        assert 0 < r["records"] <= 4000 and r["throughput_rps"] > 0 and r["seconds"] > 0, r["cell"]
+        assert 0 < r["records"] <= 2000 and r["throughput_rps"] > 0 and r["seconds"] > 0, r["cell"]
         assert 0 < r["latency_p50_ms"] <= r["latency_p99_ms"] <= r["latency_max_ms"], r["cell"]
         assert len(r["latency_quantiles_ms"]) == 101
         assert json.loads(r["config_json"])["sink"] == r["sink"]

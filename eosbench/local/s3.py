@@ -272,12 +272,15 @@ def s3a_checkpoint_session(checkpoint_uri: str, config_file: Path | None) -> tup
     """The extra jars and Spark settings a checkpoint needs: hadoop-aws, the SDK and S3A's settings for s3a://, else none.
 
     Without --s3a-config, the settings file of the local `eosbench s3` (default state folder) is
-    used if there is one; S3A's own defaults (AWS, credentials from the environment) otherwise.
+    used if there is one, else the checkpoint is refused: S3A's own defaults would reach for AWS.
     """
     if not checkpoint_uri.startswith("s3a://"):
         if config_file is not None:
             raise BadInput(f"--s3a-config is for an s3a:// checkpoint; --checkpoint is {checkpoint_uri}")
         return [], {}
-    if config_file is None and S3Settings().credentials_file.exists():
+    if config_file is None:
         config_file = S3Settings().credentials_file
-    return resolve_bundle("s3a"), s3a_session_conf(config_file) if config_file is not None else {}
+        if not config_file.exists():
+            raise BadInput(f"--checkpoint {checkpoint_uri} needs --s3a-config FILE (S3A's fs.s3a.* settings: endpoint,"
+                           " keys), or a local `eosbench s3 start`, whose file is then used")
+    return resolve_bundle("s3a"), s3a_session_conf(config_file)

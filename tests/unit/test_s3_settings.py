@@ -89,11 +89,17 @@ def test_only_an_s3a_checkpoint_brings_jars_and_settings(tmp_path: Path, monkeyp
     with pytest.raises(BadInput, match="--s3a-config is for an s3a:// checkpoint"):
         s3.s3a_checkpoint_session("hdfs://127.0.0.1:8020/cp", tmp_path / "s3a.properties")
     monkeypatch.setattr(s3, "resolve_bundle", lambda name: [Path(f"/jars/{name}.jar")])
-    assert s3.s3a_checkpoint_session("s3a://bucket/cp", None) == ([Path("/jars/s3a.jar")], {})
+    # S3A's defaults would reach for AWS: without settings an s3a:// checkpoint is refused.
+    with pytest.raises(BadInput, match="needs --s3a-config FILE"):
+        s3.s3a_checkpoint_session("s3a://bucket/cp", None)
     config = tmp_path / "s3a.properties"
     config.write_text("fs.s3a.endpoint=http://127.0.0.1:18333\n")
-    assert s3.s3a_checkpoint_session("s3a://bucket/cp", config)[1] == {
-        "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:18333"}
+    assert s3.s3a_checkpoint_session("s3a://bucket/cp", config) == (
+        [Path("/jars/s3a.jar")], {"spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:18333"})
+    local = s3.LocalS3(S3Settings())  # under EOSBENCH_HOME: the local server's file is the default
+    local._write_config()
+    assert s3.s3a_checkpoint_session("s3a://bucket/cp", None)[1]["spark.hadoop.fs.s3a.endpoint"] == \
+        "http://127.0.0.1:9333"
 
 
 def test_start_and_status_print_where_but_never_the_secret(tmp_path: Path, monkeypatch, capsys):

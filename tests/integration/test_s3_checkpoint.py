@@ -34,7 +34,7 @@ def assert_output_is_input(bootstrap: str, settings) -> None:
 
 
 @pytest.mark.parametrize("checkpoint", ["s3a"], indirect=True)
-def test_checkpoint_on_s3_then_lost_in_a_server_restart(bootstrap, pipeline, checkpoint, s3_server):
+def test_checkpoint_on_s3_then_lost_in_a_server_restart(bootstrap, pipeline, checkpoint, s3_server, tmp_path):
     settings = pipeline()
     run_stream(bootstrap, settings, s3_server)
     assert_exactly_once(bootstrap, settings)
@@ -45,7 +45,9 @@ def test_checkpoint_on_s3_then_lost_in_a_server_restart(bootstrap, pipeline, che
     assert more.first_seq > 0 and more.records_committed > 0  # resumed: 6,000 records more
     # S3Proxy keeps its objects in memory: the restarted server has an empty bucket, the checkpoint is lost.
     s3_server.restart()
-    resumed = json.loads(run_stream(bootstrap, settings, s3_server, "--starting-offsets", "group").stdout)
+    summary = tmp_path / "resumed.json"
+    run_stream(bootstrap, settings, s3_server, "--starting-offsets", "group", "--output-json", str(summary))
+    resumed = json.loads(summary.read_text())
     assert resumed["records_in"] == more.records_committed, "only what came after the group's offsets is read"
     assert_exactly_once(bootstrap, settings)
     assert_output_is_input(bootstrap, settings)

@@ -188,6 +188,8 @@ class JarBundle(BaseModel):
     about: str
     artifacts: tuple[str, ...]
     managed: tuple[str, ...] = ()
+    # group:artifact pairs cut from every artifact's dependencies (hadoop-aws's 600 MB AWS SDK bundle).
+    excluded: tuple[str, ...] = ()
     transitive: bool = True
     skip_jars_bundled_with_pyspark: bool = False
     # eosbench's own Java classes, compiled once into a jar that joins the bundle's.
@@ -199,6 +201,14 @@ class JarBundle(BaseModel):
         for gav in coordinates:
             if len(gav.split(":")) != 3:
                 raise ValueError(f"expected group:artifact:version, got {gav!r}")
+        return coordinates
+
+    @field_validator("excluded")
+    @classmethod
+    def _ga(cls, coordinates: tuple[str, ...]) -> tuple[str, ...]:
+        for ga in coordinates:
+            if len(ga.split(":")) != 2:
+                raise ValueError(f"expected group:artifact, got {ga!r}")
         return coordinates
 
 
@@ -529,3 +539,77 @@ class YarnSettings(BaseModel):
 def yarn_log4j_config() -> Path:
     """Return the log4j (reload4j) configuration both YARN daemons start with."""
     return CONF_DIR / "yarn" / "log4j.properties"
+
+
+# --------------------------------------------------------------------------- local S3 (S3Proxy)
+
+DEFAULT_S3_PORT = 9333
+# What S3A must be told to speak to a plain-HTTP, path-style S3 on loopback with fixed keys.
+S3A_PROVIDER = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+
+
+class S3Settings(BaseModel):
+    """Shape of the local S3 API server (S3Proxy over a local folder) that `eosbench s3 start` runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    port: int = Field(DEFAULT_S3_PORT, ge=1024, le=65535)
+    heap_mb: int = Field(256, ge=128, le=1024)
+    bucket: str = Field("eosbench", pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")  # S3's bucket naming rules
+    state_dir: Path = Field(default_factory=lambda: eosbench_home() / "s3")
+
+    @property
+    def endpoint(self) -> str:
+        """The server's HTTP endpoint on loopback."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def bucket_uri(self) -> str:
+        """The bucket's root as an S3A URI, for s3a:// checkpoint paths."""
+        return f"s3a://{self.bucket}"
+
+    @property
+    def credentials_file(self) -> Path:
+        """The 0600 file of Hadoop properties (endpoint, keys) that S3A clients read: `eosbench stream --s3a-config`."""
+        return self.state_dir / "s3a.properties"
+
+    def render_server_properties(self, access_key: str, secret_key: str) -> str:
+        """S3Proxy's --properties file: loopback, jclouds' in-memory backend, AWS v2 or v4 signatures with these keys.
+
+        In memory because S3Proxy 2.6.0's two on-disk backends break the directory markers S3A
+        relies on: `filesystem` lists no marker of an empty folder ("a/" is invisible to a LIST of
+        "a/", so S3A finds no `offsets/` folder right after making it), and `filesystem-nio2` answers
+        a HEAD of "a" for the folder "a/" (so S3A takes every folder for a file). `transient` keeps
+        keys flat, as S3 does; a restart therefore starts empty.
+        """
+        return "\n".join([
+            f"s3proxy.endpoint={self.endpoint}",
+            "s3proxy.authorization=aws-v2-or-v4",
+            f"s3proxy.identity={access_key}",
+            f"s3proxy.credential={secret_key}",
+            "jclouds.provider=transient",
+            # The in-memory provider ignores them, yet jclouds refuses to build a context without.
+            "jclouds.identity=local",
+            "jclouds.credential=local",
+            "",
+        ])
+
+    def s3a_properties(self, access_key: str, secret_key: str) -> dict[str, str]:
+        """The Hadoop settings with which S3A reaches this server: endpoint, path-style, plain HTTP, fixed keys."""
+        return {
+            "fs.s3a.endpoint": self.endpoint,
+            # S3Proxy answers on one host name, not <bucket>.<host>.
+            "fs.s3a.path.style.access": "true",
+            "fs.s3a.connection.ssl.enabled": "false",
+            # Any region: S3Proxy checks v4 signatures whatever region they name, and a set one keeps
+            # the SDK from probing EC2's metadata service for it.
+            "fs.s3a.endpoint.region": "us-east-1",
+            "fs.s3a.aws.credentials.provider": S3A_PROVIDER,
+            "fs.s3a.access.key": access_key,
+            "fs.s3a.secret.key": secret_key,
+        }
+
+
+def s3proxy_log_config() -> Path:
+    """Return the logback configuration S3Proxy starts with (console output at INFO, no request bodies)."""
+    return CONF_DIR / "s3" / "logback.xml"

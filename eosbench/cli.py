@@ -23,12 +23,13 @@ PARSERS = (local.add_broker_parser, local.add_topics_parser, local.add_acls_pars
            pipeline.add_stream_parser, pipeline.add_verify_parser, bench.add_bench_parser, bench.add_report_parser,
            pipeline.add_demo_parser, local.add_prometheus_parser, local.add_cluster_parser, local.add_hdfs_parser,
            local.add_yarn_parser,
+           local.add_s3_parser,
            soak.add_soak_parser)
 
 HANDLERS = {"broker": local.cmd_broker, "topics": local.cmd_topics, "acls": local.cmd_acls, "setup": local.cmd_setup, "package": local.cmd_package,
             "demo": pipeline.cmd_demo, "produce": pipeline.cmd_produce, "bench": bench.cmd_bench,
             "stream": pipeline.cmd_stream, "verify": pipeline.cmd_verify, "prometheus": local.cmd_prometheus,
-            "cluster": local.cmd_cluster, "hdfs": local.cmd_hdfs, "yarn": local.cmd_yarn, "soak": soak.cmd_soak, "report": bench.cmd_report}
+            "cluster": local.cmd_cluster, "hdfs": local.cmd_hdfs, "yarn": local.cmd_yarn, "s3": local.cmd_s3, "soak": soak.cmd_soak, "report": bench.cmd_report}
 
 
 def version_line() -> str:

@@ -1,4 +1,4 @@
-"""The local infrastructure's commands (broker, topics, setup, prometheus, cluster, hdfs, yarn), each one's arguments by its handler."""
+"""The local infrastructure's commands (broker, topics, setup, prometheus, cluster, hdfs, yarn, s3), each one's arguments by its handler."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from conf.settings import (DEFAULT_CLIENT_PORT, DEFAULT_NAMENODE_PORT, DEFAULT_RESOURCEMANAGER_PORT, ClusterSettings,
-                           HdfsSettings, YarnSettings, eosbench_home)
+from conf.settings import (DEFAULT_CLIENT_PORT, DEFAULT_NAMENODE_PORT, DEFAULT_RESOURCEMANAGER_PORT,
+                           DEFAULT_S3_PORT, ClusterSettings, HdfsSettings, S3Settings, YarnSettings, eosbench_home)
 from eosbench.console.arguments import OneLineArgumentParser, bootstrap_flag, kafka_connection, positive_int, state_dir_flag
 from eosbench.console.errors import EXIT_CHECK_FAILED, BadInput, EnvironmentProblem
 
@@ -432,3 +432,60 @@ def _print_yarn_status(yarn) -> int:
           f" (web http://127.0.0.1:{yarn.settings.ports.resourcemanager_web})")
     print(f"HADOOP_CONF_DIR={yarn.conf_dir}")
     return 0 if usable else EXIT_CHECK_FAILED
+
+
+def add_s3_parser(commands) -> None:
+    """`eosbench s3 start|status|stop`: the local S3 API server (S3Proxy)."""
+    state_dir = OneLineArgumentParser(add_help=False)
+    state_dir.add_argument("--s3-state-dir", metavar="DIR", type=Path, default=eosbench_home() / "s3",
+                           help="configuration, keys, logs and pid file (default: %(default)s)")
+    s3 = commands.add_parser("s3", help="run a real local S3 API server (S3Proxy, in memory) on loopback")
+    s3_commands = s3.add_subparsers(dest="s3_command", required=True, metavar="ACTION")
+    start = s3_commands.add_parser("start", parents=[state_dir],
+                                   help="start S3Proxy with generated keys, create the bucket, wait until it answers,"
+                                        " print the endpoint, the bucket and the S3A settings file (never the secret)")
+    start.add_argument("--port", type=int, default=DEFAULT_S3_PORT, metavar="PORT",
+                       help="its HTTP port on 127.0.0.1 (default: %(default)s)")
+    start.add_argument("--heap-mb", type=int, default=256, metavar="MB", help="its heap (128-1024, default: 256)")
+    start.add_argument("--bucket", default=S3Settings.model_fields["bucket"].default,
+                       help="the bucket to create (default: %(default)s)")
+    start.add_argument("--fresh", action="store_true", help="new keys: wipe the state folder first")
+    s3_commands.add_parser("status", parents=[state_dir], help="show what is running (exit 1 unless the bucket answers)")
+    s3_commands.add_parser("stop", parents=[state_dir], help="stop the server (idempotent; its objects are lost)")
+
+
+def cmd_s3(args: argparse.Namespace) -> int:
+    """Handle `eosbench s3 start|status|stop`."""
+    from eosbench.local.s3 import LocalS3
+
+    if args.s3_command == "start":
+        settings = S3Settings(port=args.port, heap_mb=args.heap_mb, bucket=args.bucket, state_dir=args.s3_state_dir)
+        print(f"eosbench: starting S3Proxy from {settings.state_dir}", file=sys.stderr)
+        seconds = LocalS3(settings).start(fresh=args.fresh)
+        print(f"eosbench: S3 ready in {seconds:.1f} s", file=sys.stderr)
+        _print_s3_where(settings)
+        return 0
+    s3 = LocalS3.from_state_dir(args.s3_state_dir)
+    if args.s3_command == "stop":
+        stopped = s3.stop() if s3 else 0
+        print("stopped S3Proxy" if stopped else "no S3 server running")
+        return 0
+    if s3 is None:
+        print(f"stopped (no S3 server was ever started from {args.s3_state_dir})")
+        return EXIT_CHECK_FAILED
+    status = s3.status()
+    state = "up" if status.pid and status.listening else ("starting" if status.pid else "down")
+    print(f"s3proxy\t{state}\tpid {status.pid or '-'}\t127.0.0.1:{s3.settings.port}")
+    if not status.bucket_answers:
+        print("s3: stopped" if not status.pid else f"s3: the bucket {s3.settings.bucket!r} does not answer")
+        return EXIT_CHECK_FAILED
+    print("s3: running")
+    _print_s3_where(s3.settings)
+    return 0
+
+
+def _print_s3_where(settings: S3Settings) -> None:
+    # The endpoint and the settings file's path only: the keys stay in that 0600 file.
+    print(f"endpoint: {settings.endpoint}")
+    print(f"bucket: {settings.bucket_uri}")
+    print(f"s3a-config: {settings.credentials_file}")

@@ -39,8 +39,10 @@ def jar_cache_dir() -> Path:
 
 def bundle_digest(bundle: JarBundle) -> str:
     """Return a short digest of everything that decides a bundle's contents."""
-    # The bundle's own Java sources are compiled apart (compiled_jar), keyed by their contents.
-    return hashlib.sha256(bundle.model_dump_json(exclude={"java_sources"}).encode()).hexdigest()[:12]
+    # The bundle's own Java sources are compiled apart (compiled_jar), keyed by their contents. An
+    # empty `excluded` is left out, so that bundles without one keep the cache folders they have.
+    left_out = {"java_sources"} | (set() if bundle.excluded else {"excluded"})
+    return hashlib.sha256(bundle.model_dump_json(exclude=left_out).encode()).hexdigest()[:12]
 
 
 def bundle_dir(bundle: JarBundle) -> Path:
@@ -48,18 +50,20 @@ def bundle_dir(bundle: JarBundle) -> Path:
     return jar_cache_dir() / f"{bundle.name}-{bundle_digest(bundle)}"
 
 
-def _dependency_xml(gav: str) -> str:
+def _dependency_xml(gav: str, excluded: tuple[str, ...] = ()) -> str:
     group, artifact, version = (escape(part) for part in gav.split(":"))
+    exclusions = "".join(f"<exclusion><groupId>{escape(ga.split(':')[0])}</groupId>"
+                         f"<artifactId>{escape(ga.split(':')[1])}</artifactId></exclusion>" for ga in excluded)
     return (
         f"<dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
-        f"<version>{version}</version></dependency>"
+        f"<version>{version}</version>{f'<exclusions>{exclusions}</exclusions>' if exclusions else ''}</dependency>"
     )
 
 
 def render_pom(bundle: JarBundle) -> str:
     """Return a throwaway POM whose runtime closure is the bundle."""
     managed = "".join(_dependency_xml(gav) for gav in bundle.managed)
-    dependencies = "".join(_dependency_xml(gav) for gav in bundle.artifacts)
+    dependencies = "".join(_dependency_xml(gav, bundle.excluded) for gav in bundle.artifacts)
     return (
         '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
         f"<groupId>eosbench.cache</groupId><artifactId>{escape(bundle.name)}</artifactId>"

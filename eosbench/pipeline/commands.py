@@ -115,18 +115,26 @@ def add_stream_parser(commands) -> None:
                                          " environment `eosbench package` packs")
     stream.add_argument("--conf", action="append", default=[], metavar="K=V",
                         help="a Spark setting, as spark-submit's --conf; repeat for more")
+    stream.add_argument("--s3a-config", type=Path, metavar="FILE",
+                        help="with an s3a:// --checkpoint: a properties file of S3A's fs.s3a.* settings (endpoint,"
+                             " keys...), kept off the command line (default: the one `eosbench s3 start` writes,"
+                             " if any)")
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
     """Handle `eosbench stream`: the streaming job with cached jars, on a local master or a cluster's."""
     from eosbench.local.executor_env import cluster_spark_conf
     from eosbench.local.kafka_admin import describe_topic
+    from eosbench.local.s3 import s3a_checkpoint_session
     from eosbench.local.spark import spark_session
     from streaming import job
     from streaming.session import session_defaults
 
     settings = job.settings_from_args(args)
-    spark_conf = parse_kv_pairs(args.conf)
+    # An s3a:// checkpoint brings hadoop-aws and its SDK, and S3A's settings from a file; the
+    # user's --conf still wins over the file's.
+    checkpoint_jars, checkpoint_conf = s3a_checkpoint_session(settings.checkpoint_uri, args.s3a_config)
+    spark_conf = {**checkpoint_conf, **parse_kv_pairs(args.conf)}
     describe_topic(settings.connection, settings.input_topic)
     describe_topic(settings.connection, settings.output_topic)
     if settings.sink != "delta":
@@ -134,7 +142,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
     # The executors of a cluster run the packed environment, as under `eosbench package`'s line.
     spark_conf = cluster_spark_conf(args.master, spark_conf)
     spark = spark_session(f"eosbench-stream-{settings.app_id}", master=args.master, conf=spark_conf,
-                          defaults=session_defaults(settings))
+                          defaults=session_defaults(settings), extra_jars=checkpoint_jars)
     summary = job.run(spark, settings)
     if args.report_python:
         summary.python = job.python_locations(spark)

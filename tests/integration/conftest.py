@@ -4,36 +4,40 @@ The test broker listens on 19092 (controller 19192, JMX exporter 19292) with its
 pytest temp folder, so a user's own `eosbench broker start` on 9092 is left alone. The secured
 broker (SASL_SSL, SCRAM-SHA-512, ACLs) listens on 19492 (19592, 19692), the Spark standalone
 cluster on 17177 (UI 18180), the HDFS on 18020 (NameNode RPC; its HTTP and the DataNode's ports
-on 18021-18024), and the YARN on 28032-28039 (apart from `eosbench yarn start`'s default 18032);
-each starts only when a test asks for it.
+on 18021-18024), the YARN on 28032-28039 (apart from `eosbench yarn start`'s default 18032) and
+the S3 server on 18333; each starts only when a test asks for it.
+EOSBENCH_TEST_BROKER_PORT moves the test broker, so that two runs on one machine do not collide.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from conf.settings import ClusterSettings, HdfsSettings, SparkClusterSettings, YarnSettings
+from conf.settings import ClusterSettings, HdfsSettings, S3Settings, SparkClusterSettings, YarnSettings
 from conf.stream_settings import StreamSettings
 from eosbench.local.broker import LocalCluster
 from eosbench.local.executor_env import ExecutorEnvironment, executor_environment
 from eosbench.local.hdfs import LocalHdfs
 from eosbench.local.kafka_admin import create_topic
+from eosbench.local.s3 import LocalS3
 from eosbench.local.spark import spark_session
 from eosbench.local.spark_cluster import StandaloneCluster
 from eosbench.local.yarn import LocalYarn
 from tests.integration.produce_helpers import produce
 
-TEST_BROKER_PORT = 19092
+TEST_BROKER_PORT = int(os.environ.get("EOSBENCH_TEST_BROKER_PORT", "19092"))
 SECURED_TEST_BROKER_PORT = 19492
 # The soak's own standalone cluster (test_soak.py) uses 17077/18080: a worker fault there must
 # not touch this one.
 STANDALONE_MASTER_PORT, STANDALONE_UI_PORT = 17177, 18180
 TEST_HDFS_PORT = 18020
 TEST_YARN_PORT = 28032
+TEST_S3_PORT = 18333
 
 
 def pytest_collection_modifyitems(items):
@@ -123,6 +127,19 @@ def yarn_cluster(tmp_path_factory) -> Iterator[LocalYarn]:
 
 
 @pytest.fixture(scope="session")
+def s3_server(tmp_path_factory) -> Iterator[LocalS3]:
+    """A real S3 API (S3Proxy, in memory, 256 MB heap) on 18333 with the bucket `eosbench`, started once.
+
+    Its S3A settings (endpoint, keys) are in `s3_server.settings.credentials_file`, for `eosbench
+    stream --s3a-config`; `s3_server.restart()` SIGKILLs it and starts it again with an empty bucket.
+    """
+    s3 = LocalS3(S3Settings(port=TEST_S3_PORT, state_dir=tmp_path_factory.mktemp("s3")))
+    s3.start(fresh=True)
+    yield s3
+    s3.stop()
+
+
+@pytest.fixture(scope="session")
 def spark(kafka_cluster):
     """One local[2] SparkSession with the cached Kafka and Delta jars."""
     session = spark_session("eosbench-tests")
@@ -162,10 +179,12 @@ def packed_environment() -> ExecutorEnvironment:
 
 @pytest.fixture
 def checkpoint(request, tmp_path) -> str:
-    """The pipeline's --checkpoint: a bare local path, unless a test asks (indirect) for a file:// URI or HDFS."""
+    """The pipeline's --checkpoint: a bare local path, unless a test asks (indirect) for a file:// URI, HDFS or S3."""
     kind = getattr(request, "param", "path")
     if kind == "hdfs":
         return f"{request.getfixturevalue('hdfs_cluster').uri}/checkpoints/{tmp_path.name}"
+    if kind == "s3a":
+        return f"{request.getfixturevalue('s3_server').settings.bucket_uri}/checkpoints/{tmp_path.name}"
     return {"path": str(tmp_path / "checkpoint"), "file-uri": f"file://{tmp_path}/checkpoint"}[kind]
 
 

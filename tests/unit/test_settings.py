@@ -114,9 +114,9 @@ def test_cluster_shape_is_validated(field, value):
         ClusterSettings(**{field: value})
 
 
-def test_jar_bundles_name_kafka_tools_jmx_agent_spark_delta_hdfs_and_yarn():
+def test_jar_bundles_name_kafka_tools_jmx_agent_spark_delta_hdfs_yarn_and_s3():
     bundles = load_jar_bundles()
-    assert set(bundles) == {"kafka", "jmx-exporter", "spark", "hdfs", "yarn"}
+    assert set(bundles) == {"kafka", "jmx-exporter", "spark", "hdfs", "yarn", "s3proxy", "s3a"}
     artifacts = {gav.rsplit(":", 1)[0] for bundle in bundles.values() for gav in bundle.artifacts}
     assert {
         "org.apache.kafka:kafka_2.13",

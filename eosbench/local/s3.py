@@ -1,0 +1,286 @@
+"""A real S3 API on loopback: S3Proxy (one JVM, from Maven Central) over a local folder.
+
+S3Proxy speaks the S3 REST API with AWS v2 and v4 signatures over jclouds' in-memory backend
+(S3Settings.render_server_properties says why not its on-disk ones), so Hadoop's S3A connector
+writes a checkpoint to it as it would to a bucket on AWS: PUTs of whole objects, renames by
+copy and delete, folders as marker objects and listings. Its objects live as long as its JVM:
+a restart (`restart`, the soak's restart-s3 fault) comes back with an empty bucket. The access key and secret are generated on first start and kept
+in 0600 files under the state dir (`s3proxy.properties`, the server's, and `s3a.properties`,
+the Hadoop settings a client reads), so a restart keeps every client's credentials valid and no
+secret ever appears on a command line or in what eosbench prints. The shape (port, heap,
+bucket) is kept in `<state_dir>/s3.json`, so `status` and `stop` need no flags.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from conf.settings import S3Settings, SettingsError, load_properties, s3proxy_log_config
+from eosbench.console.errors import BadInput, EnvironmentProblem
+from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
+from eosbench.local.jars import resolve_bundle
+from eosbench.local.processes import read_pid_file, send_signal, wait_gone, write_pid_file
+
+STOP_GRACE_S = 15.0
+READY_TIMEOUT_S = 90.0
+MAIN_CLASS = "org.gaul.s3proxy.Main"
+
+
+@dataclass(frozen=True)
+class S3Status:
+    """What is true of the server right now."""
+
+    pid: int | None
+    listening: bool
+    bucket_answers: bool  # a signed HEAD of the bucket returned 200
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file that only its owner may read, created so (never briefly readable by others)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(text)
+    os.chmod(path, 0o600)  # an older file keeps its mode through O_CREAT
+
+
+def render_properties(values: dict[str, str]) -> str:
+    """Java properties text, one `key=value` a line (values here hold no characters that need escaping)."""
+    return "".join(f"{key}={value}\n" for key, value in values.items())
+
+
+def sign_v2(secret_key: str, method: str, resource: str, date: str) -> str:
+    """AWS signature version 2 of a request with no body, content type or x-amz headers."""
+    to_sign = f"{method}\n\n\n{date}\n{resource}"  # verb, Content-MD5, Content-Type, Date, resource
+    return base64.b64encode(hmac.new(secret_key.encode(), to_sign.encode(), hashlib.sha1).digest()).decode()
+
+
+class LocalS3:
+    """Start, stop, inspect and break the local S3 server described by an S3Settings."""
+
+    def __init__(self, settings: S3Settings | None = None):
+        self.settings = settings or S3Settings()
+
+    @classmethod
+    def from_state_dir(cls, state_dir: Path) -> LocalS3 | None:
+        """The server last started from this folder (its recorded shape), or None if none was."""
+        recorded = state_dir / "s3.json"
+        if not recorded.exists():
+            return None
+        return cls(S3Settings(**{**json.loads(recorded.read_text()), "state_dir": state_dir}))
+
+    @property
+    def _state_file(self) -> Path:
+        return self.settings.state_dir / "s3.json"
+
+    @property
+    def _pid_file(self) -> Path:
+        return self.settings.state_dir / "s3proxy.pid"
+
+    @property
+    def _server_properties(self) -> Path:
+        return self.settings.state_dir / "s3proxy.properties"
+
+    @property
+    def log_file(self) -> Path:
+        """The server's console output (logback's, and the JVM's)."""
+        return self.settings.state_dir / "logs" / "s3proxy.out"
+
+    def pid(self) -> int | None:
+        """The server's pid, if the process it names is the one this launched and alive."""
+        return read_pid_file(self._pid_file)
+
+    def credentials(self) -> tuple[str, str]:
+        """(access key, secret key) from the credentials file; EnvironmentProblem if it was never written."""
+        try:
+            values = load_properties(self.settings.credentials_file)
+            return values["fs.s3a.access.key"], values["fs.s3a.secret.key"]
+        except (SettingsError, KeyError):
+            raise EnvironmentProblem(f"no S3 credentials in {self.settings.credentials_file};"
+                                     " run `eosbench s3 start` first") from None
+
+    # ------------------------------------------------------------------ status
+
+    def _bucket_request(self, method: str) -> int | None:
+        """The HTTP status of a bodiless request on the bucket, signed with the kept keys; None if nothing answers."""
+        try:
+            access_key, secret_key = self.credentials()
+        except EnvironmentProblem:
+            return None
+        date = email.utils.formatdate(usegmt=True)
+        resource = f"/{self.settings.bucket}"
+        request = urllib.request.Request(f"{self.settings.endpoint}{resource}", method=method, headers={
+            "Date": date, "Authorization": f"AWS {access_key}:{sign_v2(secret_key, method, resource, date)}"})
+        try:
+            with urllib.request.urlopen(request, timeout=2) as reply:
+                return reply.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+        except OSError:
+            return None
+
+    def bucket_answers(self) -> bool:
+        """Whether a HEAD of the bucket, signed with the kept keys, returns 200 (the server is up and usable)."""
+        return self._bucket_request("HEAD") == 200
+
+    def status(self) -> S3Status:
+        """The server's pid when running, whether its port accepts connections and whether its bucket answers."""
+        listening = port_accepts_connections(self.settings.port)
+        return S3Status(self.pid(), listening, listening and self.bucket_answers())
+
+    # ------------------------------------------------------------------ start
+
+    def start(self, fresh: bool = False) -> float:
+        """Start the server unless running (keys and bucket made on first start) and wait until the bucket answers; return seconds."""
+        started = time.monotonic()
+        if fresh:
+            self.stop()
+            shutil.rmtree(self.settings.state_dir, ignore_errors=True)
+        self._check_shape()
+        if self.pid() is None:
+            java = check_java()
+            check_ports_free([self.settings.port], "S3")
+            classpath = str(resolve_bundle("s3proxy")[0].parent / "*")
+            self._write_config()
+            self._launch(java, classpath)
+        self._wait_ready()
+        return time.monotonic() - started
+
+    def _check_shape(self) -> None:
+        if not self._state_file.exists():
+            return
+        recorded = json.loads(self._state_file.read_text())
+        if recorded != self.settings.model_dump(mode="json", exclude={"state_dir"}) and self.pid() is not None:
+            raise BadInput(f"an S3 server on port {recorded['port']} with bucket {recorded['bucket']!r} is running"
+                           f" from {self.settings.state_dir}; run `eosbench s3 stop` first")
+
+    def _write_config(self) -> None:
+        state = self.settings.state_dir
+        (state / "logs").mkdir(parents=True, exist_ok=True)
+        os.chmod(state, 0o700)  # the data and both key files live here
+        try:
+            access_key, secret_key = self.credentials()
+        except EnvironmentProblem:
+            # Generated once: a restarted server keeps the keys its clients already hold.
+            access_key, secret_key = "EOSB" + secrets.token_hex(8).upper(), secrets.token_urlsafe(30)
+        write_private(self._server_properties, self.settings.render_server_properties(access_key, secret_key))
+        write_private(self.settings.credentials_file,
+                      "# S3A's settings for the local S3 (eosbench s3); secret: readable by its owner only.\n"
+                      + render_properties(self.settings.s3a_properties(access_key, secret_key)))
+        self._state_file.write_text(self.settings.model_dump_json(exclude={"state_dir"}, indent=2))
+
+    def _launch(self, java: str, classpath: str) -> None:
+        with open(self.log_file, "ab") as output:
+            process = subprocess.Popen(
+                [java, "-Xms64m", f"-Xmx{self.settings.heap_mb}m", "-XX:+UseSerialGC",
+                 # C1 only: a checkpoint is a few small objects a batch, not worth the second JIT tier's CPU.
+                 "-XX:TieredStopAtLevel=1", f"-Dlogback.configurationFile={s3proxy_log_config()}",
+                 "-cp", classpath, MAIN_CLASS, "--properties", str(self._server_properties)],
+                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                start_new_session=True,  # the server outlives the command that started it
+            )
+        write_pid_file(self._pid_file, process.pid)
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not self.bucket_answers():
+            # A new server holds no bucket: create it (409 says it is there already).
+            if self._bucket_request("HEAD") == 404:
+                self._bucket_request("PUT")
+            if self.pid() is None:
+                raise EnvironmentProblem(f"S3Proxy exited during start-up: {self.last_log_line()}")
+            if time.monotonic() > deadline:
+                raise EnvironmentProblem(f"the S3 bucket {self.settings.bucket!r} does not answer after"
+                                         f" {READY_TIMEOUT_S:g} s; see {self.log_file}")
+            time.sleep(0.2)
+
+    def last_log_line(self) -> str:
+        """The last line the server printed, for error messages."""
+        try:
+            lines = self.log_file.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "no output"
+        return lines[-1][:300] if lines else "no output"
+
+    # ------------------------------------------------------------------ faults and stop
+
+    def kill(self) -> int:
+        """SIGKILL the server (the soak's restart-s3 fault); return its pid."""
+        pid = self.pid()
+        if pid is None:
+            raise EnvironmentProblem("the S3 server is not running")
+        send_signal(pid, signal.SIGKILL)
+        wait_gone(pid)
+        self._pid_file.unlink(missing_ok=True)
+        return pid
+
+    def restart(self, pause_s: float = 0.0) -> int:
+        """SIGKILL the server, wait `pause_s`, start it again and wait until its bucket answers; return the killed pid.
+
+        The server keeps its objects in memory, so the restarted one holds an empty bucket: what
+        was written before the kill is lost, as with a lost checkpoint.
+        """
+        pid = self.kill()
+        time.sleep(pause_s)
+        self.start()
+        return pid
+
+    def stop(self) -> int:
+        """Stop the server (SIGTERM, then SIGKILL after a grace period); return 1 if it was running, else 0."""
+        pid = self.pid()
+        if pid is not None:
+            send_signal(pid, signal.SIGTERM)
+            wait_gone(pid, timeout_s=STOP_GRACE_S)
+            send_signal(pid, signal.SIGKILL)
+            wait_gone(pid)
+        self._pid_file.unlink(missing_ok=True)
+        return 0 if pid is None else 1
+
+
+def s3a_session_conf(config_file: Path) -> dict[str, str]:
+    """Spark settings (`spark.hadoop.fs.s3a.*`) from a file of S3A's Hadoop properties, as `eosbench s3` writes one.
+
+    Read from a file, as Kafka's --command-config is, so that the keys are on no command line;
+    Spark hides the values of `…secret…` and `…access.key` settings wherever it shows them
+    (streaming/session.py's redaction). A key that is not S3A's is refused, by name only.
+    """
+    try:
+        values = load_properties(config_file)
+    except SettingsError as exc:
+        raise BadInput(f"--s3a-config: {exc}") from None
+    foreign = sorted(key for key in values if not key.startswith("fs.s3a."))
+    if foreign:
+        raise BadInput(f"--s3a-config {config_file}: only fs.s3a.* settings belong here, not {', '.join(foreign)}")
+    return {f"spark.hadoop.{key}": value for key, value in values.items()}
+
+
+def s3a_checkpoint_session(checkpoint_uri: str, config_file: Path | None) -> tuple[list[Path], dict[str, str]]:
+    """The extra jars and Spark settings a checkpoint needs: hadoop-aws, the SDK and S3A's settings for s3a://, else none.
+
+    Without --s3a-config, the settings file of the local `eosbench s3` (default state folder) is
+    used if there is one, else the checkpoint is refused: S3A's own defaults would reach for AWS.
+    """
+    if not checkpoint_uri.startswith("s3a://"):
+        if config_file is not None:
+            raise BadInput(f"--s3a-config is for an s3a:// checkpoint; --checkpoint is {checkpoint_uri}")
+        return [], {}
+    if config_file is None:
+        config_file = S3Settings().credentials_file
+        if not config_file.exists():
+            raise BadInput(f"--checkpoint {checkpoint_uri} needs --s3a-config FILE (S3A's fs.s3a.* settings: endpoint,"
+                           " keys), or a local `eosbench s3 start`, whose file is then used")
+    return resolve_bundle("s3a"), s3a_session_conf(config_file)

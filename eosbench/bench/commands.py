@@ -73,8 +73,9 @@ def add_bench_parser(commands) -> None:
                        help="seconds of kafka-alo and kafka-eos at a 1 s trigger per round; 0 skips them")
     spark.add_argument("--latency-seconds", type=non_negative_int, default=30, help="0 skips the latency run")
     spark.add_argument("--observe-visibility", action=argparse.BooleanOptionalAction, default=True,
-                       help="time each transaction's visibility in the latency run (its reader runs in a"
-                            " process of its own); --no-observe-visibility measures end-to-end latency alone")
+                       help="time each transaction's visibility in a second latency run of its own, so that its"
+                            " reader, which reads every output record, costs the end-to-end figure nothing;"
+                            " --no-observe-visibility skips that run")
     spark.add_argument("--sink", nargs="+", dest="sinks", default=list(SPARK_BENCH_DEFAULT_SINKS), choices=SPARK_BENCH_SINKS,
                        help="the sinks to run side by side; pre-registration on / off is kafka-eos+prereg /"
                             " kafka-eos+kafka-python, one client on both sides; kafka-eos+batch is --txn-scope batch,"

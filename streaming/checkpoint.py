@@ -89,8 +89,15 @@ class CheckpointLog:
         # Printed on the JVM, "{<uri>/0,<uri>/1,...}": three calls for the folder instead of three for
         # each of its entries (Spark keeps about 100). py4j passes no Path[] where Object[] is declared,
         # so ArrayUtils.toString(Object) it is.
-        listing = self._jvm.org.apache.commons.lang3.ArrayUtils.toString(
-            self._jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(statuses))
+        from py4j.protocol import Py4JError
+
+        try:
+            listing = self._jvm.org.apache.commons.lang3.ArrayUtils.toString(
+                self._jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(statuses))
+        except Py4JError:
+            # S3A lists an S3AFileStatus[], which py4j will not pass as FileStatus[] either: name by name
+            # then, once per log folder at start.
+            return {int(name) for name in (status.getPath().getName() for status in statuses) if name.isdigit()}
         return batch_ids_in_listing(listing)
 
     def batch_end_offsets(self, batch_id: int, topic: str) -> dict[int, int]:

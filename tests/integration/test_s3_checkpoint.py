@@ -33,21 +33,39 @@ def assert_output_is_input(bootstrap: str, settings) -> None:
     assert Counter(read_all(bootstrap, settings.output_topic)) == Counter(read_all(bootstrap, settings.input_topic))
 
 
+def produce_more(bootstrap: str, settings, attempted: int, seed: int):
+    """More records (30 % aborted) after what the input holds, until `attempted` sequence numbers in all."""
+    more = produce(bootstrap, settings.input_topic, attempted, records_per_transaction=500, abort_ratio=0.3, seed=seed,
+                   resume=True)
+    assert more.first_seq > 0 and more.records_committed > 0
+    return more
+
+
+def records_in(bootstrap: str, settings, s3_server: LocalS3, summary, *extra: str) -> int:
+    """What one more stream run read from the input (its --output-json's records_in)."""
+    run_stream(bootstrap, settings, s3_server, "--output-json", str(summary), *extra)
+    return json.loads(summary.read_text())["records_in"]
+
+
 @pytest.mark.parametrize("checkpoint", ["s3a"], indirect=True)
-def test_checkpoint_on_s3_then_lost_in_a_server_restart(bootstrap, pipeline, checkpoint, s3_server, tmp_path):
+def test_checkpoint_on_s3_resumes_then_is_lost_in_a_server_restart(bootstrap, pipeline, checkpoint, s3_server, tmp_path):
     settings = pipeline()
     run_stream(bootstrap, settings, s3_server)
     assert_exactly_once(bootstrap, settings)
     assert_output_is_input(bootstrap, settings)
 
-    more = produce(bootstrap, settings.input_topic, 18_000, records_per_transaction=500, abort_ratio=0.3, seed=5,
-                   resume=True)
-    assert more.first_seq > 0 and more.records_committed > 0  # resumed: 6,000 records more
-    # S3Proxy keeps its objects in memory: the restarted server has an empty bucket, the checkpoint is lost.
+    # The checkpoint kept on S3: the next run starts "earliest" yet reads only what came after the
+    # first run's offsets (S3A lists the log as S3AFileStatus[], which CheckpointLog must read).
+    more = produce_more(bootstrap, settings, 18_000, seed=5)
+    assert records_in(bootstrap, settings, s3_server, tmp_path / "kept.json") == more.records_committed
+    assert_exactly_once(bootstrap, settings)
+    assert_output_is_input(bootstrap, settings)
+
+    # S3Proxy keeps its objects in memory: the restarted server has an empty bucket, the checkpoint
+    # is lost, and the group's committed offsets take over.
+    more = produce_more(bootstrap, settings, 24_000, seed=6)
     s3_server.restart()
-    summary = tmp_path / "resumed.json"
-    run_stream(bootstrap, settings, s3_server, "--starting-offsets", "group", "--output-json", str(summary))
-    resumed = json.loads(summary.read_text())
-    assert resumed["records_in"] == more.records_committed, "only what came after the group's offsets is read"
+    assert records_in(bootstrap, settings, s3_server, tmp_path / "lost.json", "--starting-offsets", "group") == \
+        more.records_committed, "only what came after the group's offsets is read"
     assert_exactly_once(bootstrap, settings)
     assert_output_is_input(bootstrap, settings)

@@ -41,8 +41,7 @@ from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.console.plots import lines_png
 from eosbench.local.kafka_admin import cluster_metadata, create_topic
 from eosbench.bench.report import EOS_OVER_ALO_TARGET
-from eosbench.local.executor_env import cluster_spark_conf
-from eosbench.local.spark import spark_session
+from eosbench.local.spark import cluster_spark_conf, spark_session
 from producers.perf import ProducerPerformance
 from streaming import job
 from streaming.session import consumer_cache_defaults

@@ -96,30 +96,6 @@ def executor_conf(environment: ExecutorEnvironment) -> dict[str, str]:
     return {"spark.archives": environment.archives_entry, "spark.pyspark.python": EXECUTOR_PYTHON}
 
 
-def cluster_spark_conf(master: str | None, conf: dict[str, str], yarn_state_dir: Path | None = None) -> dict[str, str]:
-    """`conf` plus, for a cluster's master, the settings that run the executors from the archive (built if need be).
-
-    PySpark names the executors' Python from the driver's PYSPARK_PYTHON alone, so that is set too;
-    on YARN so is HADOOP_CONF_DIR (yarn_target's), the only way Spark finds the ResourceManager.
-    """
-    if not ships_environment(master):
-        return conf
-    if master == "yarn":
-        from eosbench.local.yarn import yarn_target
-
-        target = yarn_target(yarn_state_dir)  # before the archive: a missing YARN fails in a second
-        merged = {**target.spark_conf(executor_environment().archive), **conf}
-        os.environ.update(target.environment())
-        # Spark's YARN client hands its own PYTHONPATH to the AM and every executor, ahead of the
-        # archive's site-packages: a source tree there would shadow the packed code (and on another
-        # node names nothing). This process has already read it.
-        os.environ.pop("PYTHONPATH", None)
-    else:
-        merged = {**executor_conf(executor_environment()), **conf}
-    os.environ["PYSPARK_PYTHON"] = merged["spark.pyspark.python"]
-    return merged
-
-
 def spark_submit_command(environment: ExecutorEnvironment, master: str, jars: list[Path], job_arguments: list[str],
                          conf: dict[str, str] | None = None) -> list[str]:
     """The spark-submit command that runs the job on `master` with the packed environment, `jars` and `conf`."""

@@ -126,7 +126,7 @@ def add_stream_parser(commands) -> None:
 
 def cmd_stream(args: argparse.Namespace) -> int:
     """Handle `eosbench stream`: the streaming job with cached jars, on a local master or a cluster's."""
-    from eosbench.local.executor_env import cluster_spark_conf
+    from eosbench.local.spark import cluster_spark_conf
     from eosbench.local.kafka_admin import describe_topic
     from eosbench.local.s3 import s3a_checkpoint_session
     from eosbench.local.spark import spark_session

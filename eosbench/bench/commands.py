@@ -14,7 +14,7 @@ from eosbench.console.arguments import (bootstrap_flag, kafka_connection, non_ne
                                         positive_int, renamed_flag)
 from eosbench.console.errors import BadInput, interrupt_on_stop_signals
 
-_SPARK_MASTER = re.compile(r"local(\[[^\]]+\])?|spark://[^:/\s]+:[0-9]{1,5}")
+_SPARK_MASTER = re.compile(r"local(\[[^\]]+\])?|spark://[^:/\s]+:[0-9]{1,5}|yarn")
 # kafka-eos runs on librdkafka; +kafka-python and +prereg on kafka-python, without and with pre-registration.
 SPARK_BENCH_SINKS = ("kafka-eos", "kafka-alo", "delta", "kafka-eos+kafka-python", "kafka-eos+prereg", "kafka-eos+batch",
                      "kafka-eos+slot", "kafka-eos+slot+input")
@@ -24,9 +24,9 @@ SPARK_BENCH_DEFAULT_SINKS = SPARK_BENCH_SINKS[:5]
 
 
 def spark_master(text: str) -> str:
-    """An argument type: a local master (local, local[…]) or a standalone one (spark://HOST:PORT)."""
+    """An argument type: a local master (local, local[…]), a standalone one (spark://HOST:PORT) or yarn."""
     if not _SPARK_MASTER.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"must be local[N] or spark://HOST:PORT, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be local[N], spark://HOST:PORT or yarn, got {text!r}")
     return text
 
 
@@ -82,8 +82,11 @@ def add_bench_parser(commands) -> None:
                             " kafka-eos+slot --txn-scope slot and kafka-eos+slot+input adds --output-partitioning"
                             " input (these three not in the default)")
     spark.add_argument("--master", type=spark_master,
-                       help="Spark master: local[2,4] (default) or spark://HOST:PORT, whose executors run the"
-                            " environment `eosbench package` packs")
+                       help="Spark master: local[2,4] (default), spark://HOST:PORT or yarn (client mode), whose"
+                            " executors run the environment `eosbench package` packs")
+    spark.add_argument("--yarn-state-dir", type=Path, metavar="DIR",
+                       help="with --master yarn: the `eosbench yarn start` whose YARN to run on (default:"
+                            " $HADOOP_CONF_DIR's YARN if set, else the one in ~/.cache/eosbench/yarn)")
     spark.add_argument("--results-dir", type=Path, default=Path("results"),
                        help="where the JSON goes; the rows go to the Delta table <DIR>/bench_runs")
     renamed_flag(spark, "--output-dir", "--results-dir")
@@ -201,6 +204,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     elif args.bench_command == "latency":
         from eosbench.bench import latency
 
+        if args.master == "yarn":  # its sessions ship no archive: YARN's executors would lack eosbench
+            raise BadInput("bench latency runs on local[N] or spark://HOST:PORT; --master yarn is for bench spark"
+                           " and stream")
         if args.seconds <= latency.WARMUP_S:
             raise BadInput(f"--seconds must exceed the {latency.WARMUP_S:g} s warm-up each arm leaves out")
         if not INTERVAL.match(args.realtime_interval.strip()):
@@ -210,9 +216,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     elif args.bench_command == "spark":
         from eosbench.bench import spark
 
+        if args.master == "yarn":
+            from eosbench.local.yarn import yarn_target
+
+            yarn_target(args.yarn_state_dir)  # no YARN: one line before the input is filled
+
         reports = [spark.run(bootstrap, args.records, partitions, args.max_offsets_per_trigger, args.rounds,
                              args.latency_seconds, args.sinks, args.results_dir, args.trigger_seconds, args.master,
-                             most_partitions=max(args.partitions), observe_visibility=args.observe_visibility)
+                             most_partitions=max(args.partitions), observe_visibility=args.observe_visibility,
+                             yarn_state_dir=args.yarn_state_dir)
                    for partitions in sorted(set(args.partitions))]
         if len(reports) > 1:
             print(f"plot: {spark.plot_scaling(reports, args.results_dir)}")

@@ -13,8 +13,9 @@ Every figure is also appended to the Delta results table, one row per sink and m
 Scaling: around each drain run the brokers' JMX exporters give the transaction coordinators'
 request counts, so each run also reports transactions per second, each request's rate, the
 producers created per batch (InitProducerId) and the share of the sink's transaction time in
-init, send_offsets and commit. With `--master spark://…` the runs go to a standalone cluster whose
-executors run the environment `eosbench package` packs, as `eosbench stream --master` does.
+init, send_offsets and commit. With `--master spark://…` the runs go to a standalone cluster, with
+`--master yarn` to a YARN in client mode, whose executors run the environment `eosbench package`
+packs, as `eosbench stream --master` does.
 """
 
 from __future__ import annotations
@@ -40,8 +41,7 @@ from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.console.plots import lines_png
 from eosbench.local.kafka_admin import cluster_metadata, create_topic
 from eosbench.bench.report import EOS_OVER_ALO_TARGET
-from eosbench.local.executor_env import cluster_spark_conf
-from eosbench.local.spark import spark_session
+from eosbench.local.spark import cluster_spark_conf, spark_session
 from producers.perf import ProducerPerformance
 from streaming import job
 from streaming.session import consumer_cache_defaults
@@ -85,7 +85,7 @@ def _fill(bootstrap: str | Connection, topic: str, records: int, partitions: int
 
 def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets: int, rounds: int, latency_seconds: int,
         variants: list[str], output_dir: Path, trigger_seconds: int = 30, master: str | None = None,
-        most_partitions: int | None = None, observe_visibility: bool = True) -> dict:
+        most_partitions: int | None = None, observe_visibility: bool = True, yarn_state_dir: Path | None = None) -> dict:
     """Run the throughput rounds, the 1 s trigger rounds and the latency run; print, record and return the report."""
     brokers = len(cluster_metadata(bootstrap).brokers)
     urls = exporter_urls(bootstrap)
@@ -105,7 +105,7 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
     # Each of Spark's Kafka consumers holds the topic's metadata: past 256 partitions the local
     # driver, which runs the executors' tasks too, ran out of 1 GB with a thousand of them.
     memory = {"spark.driver.memory": "3g"} if (most_partitions or partitions) > 256 else {}
-    spark = spark_session("eosbench-bench-spark", master=master, conf=cluster_spark_conf(master, memory),
+    spark = spark_session("eosbench-bench-spark", master=master, conf=cluster_spark_conf(master, memory, yarn_state_dir),
                           defaults=consumer_cache_defaults(most_partitions or partitions))
     scratch = Path(tempfile.mkdtemp(prefix="eosbench-bench-spark-"))
 

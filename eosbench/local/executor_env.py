@@ -88,24 +88,12 @@ class ExecutorEnvironment:
 
 def ships_environment(master: str | None) -> bool:
     """Whether a master's executors need the archive: on a cluster they share no Python with the driver."""
-    return bool(master) and master.startswith("spark://")
+    return bool(master) and (master.startswith("spark://") or master == "yarn")
 
 
 def executor_conf(environment: ExecutorEnvironment) -> dict[str, str]:
     """The Spark settings that ship the archive and run the executors' Python from it."""
     return {"spark.archives": environment.archives_entry, "spark.pyspark.python": EXECUTOR_PYTHON}
-
-
-def cluster_spark_conf(master: str | None, conf: dict[str, str]) -> dict[str, str]:
-    """`conf` plus, for a cluster's master, the settings that run the executors from the archive (built if need be).
-
-    PySpark names the executors' Python from the driver's PYSPARK_PYTHON alone, so that is set too.
-    """
-    if not ships_environment(master):
-        return conf
-    merged = {**executor_conf(executor_environment()), **conf}
-    os.environ["PYSPARK_PYTHON"] = merged["spark.pyspark.python"]
-    return merged
 
 
 def spark_submit_command(environment: ExecutorEnvironment, master: str, jars: list[Path], job_arguments: list[str],

@@ -124,20 +124,13 @@ def spark_yarn_environment(settings: YarnSettings) -> dict[str, str]:
     return {"HADOOP_CONF_DIR": str(settings.conf_dir), "PYSPARK_PYTHON": EXECUTOR_PYTHON}
 
 
-def spark_yarn_conf(settings: YarnSettings, archive: Path) -> dict[str, str]:
-    """The Spark settings that run a client-mode driver on this YARN, its executors' Python from the packed `archive`.
-
-    The driver also needs spark_yarn_environment's variables, which no spark.* setting replaces.
-    """
+def yarn_client_conf(archive: Path) -> dict[str, str]:
+    """The Spark settings that run a client-mode driver on any YARN, its executors' Python from the packed `archive`."""
     from eosbench.local.executor_env import ARCHIVE_ALIAS, EXECUTOR_PYTHON
-    from eosbench.local.jars import pyspark_jars_dir
 
-    conf = {
+    return {
         "spark.master": "yarn",
         "spark.submit.deployMode": "client",
-        # local: names jars every node already has at that path (true on one host): without it
-        # Spark zips PySpark's ~400 MB of jars into the staging folder for every application.
-        "spark.yarn.jars": f"local:{pyspark_jars_dir()}/*",
         # What spark-submit's --archives sets on YARN: the NodeManager localizes and unpacks it once
         # and links it into each container's folder as ./environment. (spark.archives would also
         # make every executor fetch the archive from the driver and unpack it again over that link.)
@@ -147,6 +140,21 @@ def spark_yarn_conf(settings: YarnSettings, archive: Path) -> dict[str, str]:
         "spark.pyspark.python": EXECUTOR_PYTHON,
         "spark.executorEnv.PYSPARK_PYTHON": EXECUTOR_PYTHON,
         "spark.yarn.appMasterEnv.PYSPARK_PYTHON": EXECUTOR_PYTHON,
+    }
+
+
+def spark_yarn_conf(settings: YarnSettings, archive: Path) -> dict[str, str]:
+    """The Spark settings that run a client-mode driver on this local YARN, its executors' Python from the packed `archive`.
+
+    The driver also needs spark_yarn_environment's variables, which no spark.* setting replaces.
+    """
+    from eosbench.local.jars import pyspark_jars_dir
+
+    conf = {
+        **yarn_client_conf(archive),
+        # local: names jars every node already has at that path (true on one host): without it
+        # Spark zips PySpark's ~400 MB of jars into the staging folder for every application.
+        "spark.yarn.jars": f"local:{pyspark_jars_dir()}/*",
         # The machine's name resolves to a non-loopback address; the AM and executors call back
         # to the driver on loopback like every other daemon here.
         "spark.driver.host": "127.0.0.1",
@@ -156,6 +164,45 @@ def spark_yarn_conf(settings: YarnSettings, archive: Path) -> dict[str, str]:
         # Spark's default is ~/.sparkStaging on the default file system; keep it with the YARN's state.
         conf["spark.yarn.stagingDir"] = f"file://{settings.state_dir / 'staging'}"
     return conf
+
+
+@dataclass(frozen=True)
+class YarnTarget:
+    """The YARN a client-mode driver submits to: its HADOOP_CONF_DIR, and the local one's settings if it is ours."""
+
+    conf_dir: Path
+    local: YarnSettings | None
+
+    def spark_conf(self, archive: Path) -> dict[str, str]:
+        """The Spark settings for a driver on this YARN (the local one's extras only for the local one)."""
+        return spark_yarn_conf(self.local, archive) if self.local else yarn_client_conf(archive)
+
+    def environment(self) -> dict[str, str]:
+        """The driver's environment variables for this YARN."""
+        from eosbench.local.executor_env import EXECUTOR_PYTHON
+
+        return {"HADOOP_CONF_DIR": str(self.conf_dir), "PYSPARK_PYTHON": EXECUTOR_PYTHON}
+
+
+def yarn_target(state_dir: Path | None = None, environ=os.environ) -> YarnTarget:
+    """The YARN `--master yarn` means: `state_dir`'s local one if given, else $HADOOP_CONF_DIR's, else the default local one."""
+    given = environ.get("HADOOP_CONF_DIR")
+    if state_dir is None and given:
+        if not (Path(given) / "yarn-site.xml").is_file():
+            raise EnvironmentProblem(f"HADOOP_CONF_DIR={given} holds no yarn-site.xml, so Spark cannot find a"
+                                     " ResourceManager; point it at a YARN's configuration or unset it for"
+                                     " `eosbench yarn`'s")
+        return YarnTarget(Path(given), None)
+    folder = state_dir or YarnSettings().state_dir
+    yarn = LocalYarn.from_state_dir(folder)
+    if yarn is None:
+        raise EnvironmentProblem(f"--master yarn needs HADOOP_CONF_DIR or a local YARN, and no `eosbench yarn start`"
+                                 f" ran in {folder}: run it, or set HADOOP_CONF_DIR")
+    # Without a ResourceManager Spark's client retries for minutes before it fails.
+    if not yarn.ready():
+        raise EnvironmentProblem(f"the local YARN in {folder} is not running (or has no NodeManager):"
+                                 f" `eosbench yarn start --yarn-state-dir {folder}`")
+    return YarnTarget(yarn.conf_dir, yarn.settings)
 
 
 class LocalYarn:

@@ -109,10 +109,13 @@ def add_stream_parser(commands) -> None:
     """`eosbench stream`: the streaming job's own flags (`streaming.job`), so that it reads as spark-submit's."""
     from streaming.job import add_stream_arguments
 
-    stream = commands.add_parser("stream", help="the exactly-once Structured Streaming job, local master and cached jars")
+    stream = commands.add_parser("stream", help="the exactly-once Structured Streaming job with cached jars, on a local master, a standalone cluster or YARN")
     add_stream_arguments(stream)
-    stream.add_argument("--master", help="Spark master (default: local[2,4]); with spark://… the executors run the"
-                                         " environment `eosbench package` packs")
+    stream.add_argument("--master", help="Spark master (default: local[2,4]); with spark://… or yarn (client mode) the"
+                                         " executors run the environment `eosbench package` packs")
+    stream.add_argument("--yarn-state-dir", type=Path, metavar="DIR",
+                        help="with --master yarn: the `eosbench yarn start` whose YARN to run on (default:"
+                             " $HADOOP_CONF_DIR's YARN if set, else the one in ~/.cache/eosbench/yarn)")
     stream.add_argument("--conf", action="append", default=[], metavar="K=V",
                         help="a Spark setting, as spark-submit's --conf; repeat for more")
     stream.add_argument("--s3a-config", type=Path, metavar="FILE",
@@ -123,7 +126,7 @@ def add_stream_parser(commands) -> None:
 
 def cmd_stream(args: argparse.Namespace) -> int:
     """Handle `eosbench stream`: the streaming job with cached jars, on a local master or a cluster's."""
-    from eosbench.local.executor_env import cluster_spark_conf
+    from eosbench.local.spark import cluster_spark_conf
     from eosbench.local.kafka_admin import describe_topic
     from eosbench.local.s3 import s3a_checkpoint_session
     from eosbench.local.spark import spark_session
@@ -131,6 +134,10 @@ def cmd_stream(args: argparse.Namespace) -> int:
     from streaming.session import session_defaults
 
     settings = job.settings_from_args(args)
+    if args.master == "yarn":
+        from eosbench.local.yarn import yarn_target
+
+        yarn_target(args.yarn_state_dir)  # no YARN: one line before the broker is asked or the archive packed
     # An s3a:// checkpoint brings hadoop-aws and its SDK, and S3A's settings from a file; the
     # user's --conf still wins over the file's.
     checkpoint_jars, checkpoint_conf = s3a_checkpoint_session(settings.checkpoint_uri, args.s3a_config)
@@ -140,7 +147,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
     if settings.sink != "delta":
         _dead_letter_topic_or_refusal(settings)
     # The executors of a cluster run the packed environment, as under `eosbench package`'s line.
-    spark_conf = cluster_spark_conf(args.master, spark_conf)
+    spark_conf = cluster_spark_conf(args.master, spark_conf, args.yarn_state_dir)
     spark = spark_session(f"eosbench-stream-{settings.app_id}", master=args.master, conf=spark_conf,
                           defaults=session_defaults(settings), extra_jars=checkpoint_jars)
     summary = job.run(spark, settings)

@@ -1,61 +1,69 @@
-"""Spark on the local YARN: a client-mode PySpark driver whose executors run Python from the packed archive.
+"""`eosbench stream --master yarn`: the exactly-once job on the test YARN, in client mode, its tasks in YARN
+containers running Python from the packed archive that YARN localized and unpacked.
 
-The driver runs in a child process: a JVM (and so a SparkSession) per process, and this one's
-master must be yarn with HADOOP_CONF_DIR set before its JVM starts.
+The stream runs as `eosbench` does from a shell: a child process, its JVM started with the
+HADOOP_CONF_DIR that `--yarn-state-dir` names (none is inherited), so the flag alone leads it to
+the ResourceManager.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
-from eosbench.local.executor_env import ExecutorEnvironment
-from eosbench.local.yarn import LocalYarn, spark_yarn_conf, spark_yarn_environment
-
-# Each task reports the interpreter it runs in, its working folder, its container and where its
-# ./environment link leads (the container's folder is gone once the application ends).
-DRIVER = """
-import json, sys
-from pyspark.sql import SparkSession
-builder = SparkSession.builder.appName("eosbench-yarn-where")
-for key, value in json.loads(sys.argv[1]).items():
-    builder = builder.config(key, value)
-spark = builder.getOrCreate()
-def where(_):
-    import os, sys
-    yield {"executable": sys.executable, "cwd": os.getcwd(), "container": os.environ.get("CONTAINER_ID"),
-           "environment": os.path.realpath("environment")}
-print(json.dumps({"app": spark.sparkContext.applicationId,
-                  "tasks": spark.sparkContext.parallelize(range(4), 4).mapPartitions(where).collect()}))
-spark.stop()
-"""
+from conf.stream_settings import StreamSettings
+from eosbench.local.executor_env import ARCHIVE_NAME, ExecutorEnvironment
+from eosbench.local.kafka_admin import create_topic
+from eosbench.local.yarn import LocalYarn, application_of
+from tests.integration.kafka_reads import read_all, sequence_numbers
+from tests.integration.produce_helpers import committed_ids, produce
+from tests.integration.stream_checks import assert_exactly_once
 
 
-def test_executors_run_python_from_the_archive_yarn_unpacked_into_their_containers(
-        yarn_cluster: LocalYarn, packed_environment: ExecutorEnvironment, tmp_path: Path):
-    conf = {**spark_yarn_conf(yarn_cluster.settings, packed_environment.archive),
-            # One 2-core executor (a 1 GB container with overhead) and a small AM: one JVM fewer than
-            # two executors on a two-core machine, and every task still runs in a YARN container.
-            "spark.executor.instances": "1", "spark.executor.cores": "2", "spark.executor.memory": "512m",
-            "spark.yarn.am.memory": "256m", "spark.driver.memory": "512m"}
-    completed = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(conf)], cwd=tmp_path, capture_output=True,
-                               text=True, timeout=240, env={**os.environ, **spark_yarn_environment(yarn_cluster.settings)})
+def test_stream_on_yarn_is_exactly_once_and_its_tasks_run_the_archive_in_yarn_containers(
+        yarn_cluster: LocalYarn, packed_environment: ExecutorEnvironment, bootstrap, new_topic, tmp_path: Path):
+    source, sink = new_topic(partitions=3, prefix="yarn-in"), new_topic(partitions=3, prefix="yarn-out")
+    create_topic(bootstrap, f"{sink}.dlq", 1, 1)
+    produced = produce(bootstrap, source, 6_000, records_per_transaction=300, abort_ratio=0.3, seed=28)
+    settings = StreamSettings(input_topic=source, output_topic=sink, bootstrap_server=bootstrap, app_id=f"app-{sink}",
+                              checkpoint=str(tmp_path / "checkpoint"), max_offsets_per_trigger=2_000)
+    environment = {name: value for name, value in os.environ.items() if name != "HADOOP_CONF_DIR"}
+    completed = subprocess.run([sys.executable, "-m", "eosbench.cli",
+        "stream", "--master", "yarn", "--yarn-state-dir", str(yarn_cluster.settings.state_dir),
+        "--input-topic", source, "--output-topic", sink, "--app-id", settings.app_id, "--bootstrap-server", bootstrap,
+        "--checkpoint", settings.checkpoint_uri, "--max-offsets-per-trigger", "2000", "--report-python",
+        # One 2-core executor (a 1 GB container with overhead) and a small AM: one JVM fewer than
+        # two executors on a two-core machine, and every task still runs in a YARN container.
+        "--conf", "spark.executor.instances=1", "--conf", "spark.executor.cores=2",
+        "--conf", "spark.executor.memory=512m", "--conf", "spark.yarn.am.memory=256m",
+        "--conf", "spark.driver.memory=512m"], capture_output=True, text=True, timeout=300, env=environment)
     assert completed.returncode == 0, completed.stderr[-3000:]
-    report = json.loads(completed.stdout.splitlines()[-1])
+    summary = json.loads(completed.stdout[completed.stdout.index("{\n"):])
 
+    expected = committed_ids(produced.transactions)
+    assert summary["records_out"] == sum(expected.values())
+    assert Counter(sequence_numbers(read_all(bootstrap, sink))) == expected
+    assert_exactly_once(bootstrap, settings)
+
+    # Each task ran <local-dirs>/usercache/<user>/appcache/<application>/<container>/environment/bin/python:
+    # the ./environment link YARN makes in a container's own folder, to the archive it unpacked.
     local_dirs = yarn_cluster.settings.local_dirs.resolve()
-    containers = {task["container"] for task in report["tasks"]}
-    assert len(report["tasks"]) == 4 and None not in containers
-    for task in report["tasks"]:
-        cwd = Path(task["cwd"])
-        # <local-dirs>/usercache/<user>/appcache/<application>/<container>: the container's own folder.
-        assert cwd.parent.name == report["app"] and cwd.name == task["container"], task
-        assert cwd.is_relative_to(local_dirs), task
-        assert task["executable"] == str(cwd / "environment" / "bin" / "python"), task
-        # ./environment is YARN's link to the archive it localized and unpacked (usercache/<user>/filecache/<n>/<archive>).
-        unpacked = Path(task["environment"])
-        assert unpacked.is_relative_to(local_dirs / "usercache") and unpacked.parent.parent.name == "filecache", task
-        assert unpacked.name == packed_environment.archive.name, task
+    container_folder = re.compile(rf"{re.escape(str(local_dirs))}/usercache/[^/]+/appcache/"
+                                  r"(application_[0-9]+_[0-9]+)/(container_[0-9e_]+)")
+    tasks = summary["python"]["tasks"]
+    assert len(tasks) == 2
+    for task in tasks:
+        folder = task["executable"].removesuffix("/environment/bin/python")
+        match = container_folder.fullmatch(folder)
+        assert match, task
+        assert application_of(match[2]) == match[1], task
+        assert task["streaming"] == f"{folder}/environment/lib/python3.11/site-packages/streaming/__init__.py", task
+    # The container folders go with the application; YARN's localized, unpacked archive stays in its cache.
+    unpacked = list(local_dirs.glob(f"usercache/*/filecache/*/{ARCHIVE_NAME}/bin/python"))
+    assert unpacked, "YARN localized no copy of the archive"
+    assert packed_environment.archive.name == ARCHIVE_NAME

@@ -32,8 +32,9 @@ def test_the_closure_follows_requirements_and_leaves_out_what_spark_provides():
                      "pytz", "pyyaml", "typing-extensions", "typing-inspection", "tzdata"}
 
 
-def test_only_a_standalone_master_ships_the_environment():
-    assert [ships_environment(master) for master in ("spark://127.0.0.1:7077", "local[2,4]", None)] == [True, False, False]
+def test_only_a_cluster_master_ships_the_environment():
+    assert [ships_environment(master) for master in ("spark://127.0.0.1:7077", "yarn", "local[2,4]", None)] == [
+        True, True, False, False]
 
 
 def test_the_spark_submit_line_ships_the_archive_and_runs_the_packed_job():

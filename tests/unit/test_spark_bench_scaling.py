@@ -81,8 +81,9 @@ def test_scaling_series_put_each_sinks_per_batch_costs_against_partitions_with_t
     assert (tmp_path / "spark-scaling-r16.png").exists()
 
 
-@pytest.mark.parametrize("master", ["local", "local[2,4]", "local[*]", "spark://127.0.0.1:7077", "spark://node-1:7077"])
-def test_spark_master_takes_local_and_standalone_masters(master):
+@pytest.mark.parametrize("master", ["local", "local[2,4]", "local[*]", "spark://127.0.0.1:7077", "spark://node-1:7077",
+                                    "yarn"])
+def test_spark_master_takes_local_standalone_and_yarn_masters(master):
     assert spark_master(master) == master
 
 

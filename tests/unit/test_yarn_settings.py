@@ -130,3 +130,40 @@ def test_status_and_stop_need_no_flags_and_name_what_they_found(tmp_path: Path):
                                                      "nodemanager\tdown\tpid -\t127.0.0.1:28137\nyarn: stopped\n")
     stop = run_eosbench("yarn", "stop", "--yarn-state-dir", str(tmp_path))
     assert (stop.returncode, stop.stdout) == (0, "no YARN daemon running\n")
+
+
+def test_master_yarn_finds_its_yarn_by_flag_then_hadoop_conf_dir_then_the_default_state_dir(tmp_path: Path):
+    from eosbench.console.errors import EnvironmentProblem
+    from eosbench.local.yarn import yarn_target
+
+    given = tmp_path / "hadoop-conf"
+    given.mkdir()
+    (given / "yarn-site.xml").write_text("<configuration/>")
+    target = yarn_target(None, {"HADOOP_CONF_DIR": str(given)})
+    assert (target.conf_dir, target.local) == (given, None)
+    conf = target.spark_conf(Path("/cache/d1/eosbench-environment.tar.gz"))
+    # Any YARN: the archive through YARN's own distribution, no local-only jars or loopback driver.
+    assert conf["spark.yarn.dist.archives"] == "/cache/d1/eosbench-environment.tar.gz#environment"
+    assert "spark.archives" not in conf and "spark.yarn.jars" not in conf and "spark.driver.host" not in conf
+    assert target.environment() == {"HADOOP_CONF_DIR": str(given), "PYSPARK_PYTHON": "./environment/bin/python"}
+    with pytest.raises(EnvironmentProblem, match="holds no yarn-site.xml"):
+        yarn_target(None, {"HADOOP_CONF_DIR": str(tmp_path)})
+    # An explicit state dir wins over HADOOP_CONF_DIR; one where `eosbench yarn start` never ran is refused.
+    with pytest.raises(EnvironmentProblem, match=f"no `eosbench yarn start` ran in {tmp_path / 'none'}"):
+        yarn_target(tmp_path / "none", {"HADOOP_CONF_DIR": str(given)})
+    # One that ran but is not running now.
+    stopped = tmp_path / "stopped"
+    stopped.mkdir()
+    (stopped / "yarn.json").write_text(json.dumps({"port": 28232}))
+    with pytest.raises(EnvironmentProblem, match=f"the local YARN in {stopped} is not running"):
+        yarn_target(stopped, {})
+
+
+def test_stream_on_yarn_without_any_yarn_fails_in_one_line_before_asking_the_broker(tmp_path: Path):
+    from eosbench.console.errors import EXIT_ENVIRONMENT
+    from tests.unit.test_cli_errors import assert_one_line_error
+
+    completed = run_eosbench("stream", "--input-topic", "i", "--output-topic", "o", "--master", "yarn",
+                             "--yarn-state-dir", str(tmp_path), "--bootstrap-server", "127.0.0.1:1")
+    assert_one_line_error(completed, EXIT_ENVIRONMENT, "--master yarn needs HADOOP_CONF_DIR or a local YARN",
+                          f"no `eosbench yarn start` ran in {tmp_path}")

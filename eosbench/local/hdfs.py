@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass
-from pathlib import Path
 
 from conf.settings import HDFS_DAEMONS, HdfsSettings, hdfs_log4j_config
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
 from eosbench.local.jars import resolve_bundle
-from eosbench.local.processes import read_pid_file, send_signal, wait_gone, write_pid_file
+from eosbench.local.hadoop_daemons import HadoopDaemons
 
-STOP_GRACE_S = 20.0
 READY_TIMEOUT_S = 120.0
 MAIN_CLASSES = {
     "namenode": "org.apache.hadoop.hdfs.server.namenode.NameNode",
@@ -52,39 +49,16 @@ class NameNodeView:
     missing_blocks: int  # blocks no live DataNode has reported (yet, after a restart)
 
 
-class LocalHdfs:
+class LocalHdfs(HadoopDaemons):
     """Start, stop, inspect and break the local HDFS described by an HdfsSettings."""
 
-    def __init__(self, settings: HdfsSettings | None = None):
-        self.settings = settings or HdfsSettings()
-
-    @classmethod
-    def from_state_dir(cls, state_dir: Path) -> LocalHdfs | None:
-        """The HDFS last started from this folder (its recorded shape), or None if none was."""
-        recorded = state_dir / "hdfs.json"
-        if not recorded.exists():
-            return None
-        return cls(HdfsSettings(**{**json.loads(recorded.read_text()), "state_dir": state_dir}))
+    NAME, SHAPE_FILE, SETTINGS = "HDFS", "hdfs.json", HdfsSettings
+    DAEMONS, MAIN_CLASSES, STOP_GRACE_S = HDFS_DAEMONS, MAIN_CLASSES, 20.0
 
     @property
     def uri(self) -> str:
         """The file system's root, hdfs://127.0.0.1:<port>."""
         return self.settings.uri
-
-    @property
-    def _state_file(self) -> Path:
-        return self.settings.state_dir / "hdfs.json"
-
-    def _pid_file(self, daemon: str) -> Path:
-        return self.settings.state_dir / f"{daemon}.pid"
-
-    def log_file(self, daemon: str) -> Path:
-        """A daemon's log (log4j's; its JVM's own output goes to <daemon>.out beside it)."""
-        return self.settings.state_dir / "logs" / f"{daemon}.log"
-
-    def pid(self, daemon: str) -> int | None:
-        """A daemon's pid, if the process it names is the one this HDFS launched and alive."""
-        return read_pid_file(self._pid_file(daemon))
 
     # ------------------------------------------------------------------ status
 
@@ -158,17 +132,14 @@ class LocalHdfs:
                            f" running from {self.settings.state_dir}; run `eosbench hdfs stop` first")
 
     def _write_config(self) -> None:
-        self.settings.conf_dir.mkdir(parents=True, exist_ok=True)
-        (self.settings.state_dir / "logs").mkdir(exist_ok=True)
-        self._state_file.write_text(self.settings.model_dump_json(exclude={"state_dir"}, indent=2))
-        for name, text in self.settings.render_site_files().items():
-            (self.settings.conf_dir / name).write_text(text)
+        super()._write_config()
         # The daemons' HTTP servers look their web apps up on the classpath, and Maven Central's
         # hadoop-hdfs jar ships none (the distribution's share/ folder does): empty ones serve /jmx.
         for webapp in ("hdfs", "datanode", "static"):
             (self.settings.conf_dir / "webapps" / webapp).mkdir(parents=True, exist_ok=True)
 
-    def _jvm_options(self, daemon: str, heap_mb: int) -> list[str]:
+    def _jvm_options(self, daemon: str, heap_mb: int | None = None) -> list[str]:
+        heap_mb = heap_mb or self.settings.heap_mb
         return [f"-Xms{min(64, heap_mb)}m", f"-Xmx{heap_mb}m", "-XX:+UseSerialGC",
                 # C1 only: the daemons serve a few small files, and the JIT's second tier would
                 # spend start-up CPU that the two-core machine does not have.
@@ -188,15 +159,6 @@ class LocalHdfs:
             raise EnvironmentProblem(f"formatting the NameNode failed: {output.splitlines()[-1][:300] if output else 'no output'};"
                                      f" see {self.log_file('format')}")
 
-    def _launch(self, java: str, classpath: str, daemon: str) -> None:
-        with open(self.settings.state_dir / "logs" / f"{daemon}.out", "ab") as output:
-            process = subprocess.Popen(
-                [java, *self._jvm_options(daemon, self.settings.heap_mb), "-cp", classpath, MAIN_CLASSES[daemon]],
-                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                start_new_session=True,  # the daemon outlives the command that started it
-            )
-        write_pid_file(self._pid_file(daemon), process.pid)
-
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not self.ready():
@@ -208,28 +170,7 @@ class LocalHdfs:
                                          f" (NameNode: {self.namenode_view()}); see {self.log_file('namenode')}")
             time.sleep(0.2)
 
-    def last_log_line(self, daemon: str) -> str:
-        """The last line a daemon logged (its log4j log, else its JVM output), for error messages."""
-        for path in (self.log_file(daemon), self.log_file(daemon).with_suffix(".out")):
-            try:
-                lines = path.read_text(errors="replace").strip().splitlines()
-            except OSError:
-                continue
-            if lines:
-                return lines[-1][:300]
-        return "no output"
-
     # ------------------------------------------------------------------ faults and stop
-
-    def kill(self, daemon: str) -> int:
-        """SIGKILL one daemon (the soak's restart-hdfs fault kills the NameNode); return its pid."""
-        pid = self.pid(daemon)
-        if pid is None:
-            raise EnvironmentProblem(f"the HDFS {daemon} is not running")
-        send_signal(pid, signal.SIGKILL)
-        wait_gone(pid)
-        self._pid_file(daemon).unlink(missing_ok=True)
-        return pid
 
     def restart_namenode(self, pause_s: float = 0.0) -> int:
         """SIGKILL the NameNode, wait `pause_s`, start it again and wait until writable; return the killed pid.
@@ -244,13 +185,4 @@ class LocalHdfs:
 
     def stop(self) -> int:
         """Stop both daemons (SIGTERM, then SIGKILL after a grace period); return how many were running."""
-        running = {daemon: pid for daemon in HDFS_DAEMONS if (pid := self.pid(daemon)) is not None}
-        for pid in running.values():
-            send_signal(pid, signal.SIGTERM)
-        for pid in running.values():
-            wait_gone(pid, timeout_s=STOP_GRACE_S)
-            send_signal(pid, signal.SIGKILL)
-            wait_gone(pid)
-        for daemon in HDFS_DAEMONS:
-            self._pid_file(daemon).unlink(missing_ok=True)
-        return len(running)
+        return self._stop_daemons()

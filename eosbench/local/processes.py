@@ -80,6 +80,14 @@ def wait_gone(pid: int, timeout_s: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+def kill_all(pids: list[int]) -> None:
+    """SIGKILL every process, then wait until each is gone."""
+    for pid in pids:
+        send_signal(pid, signal.SIGKILL)
+    for pid in pids:
+        wait_gone(pid)
+
+
 def descendants(pid: int) -> list[int]:
     """Every live process below `pid`, parents before children."""
     children: dict[int, list[int]] = {}

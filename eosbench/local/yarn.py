@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -24,11 +22,9 @@ from conf.settings import YARN_DAEMONS, YarnSettings, yarn_log4j_config
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
 from eosbench.local.jars import resolve_bundle
-from eosbench.local.processes import read_pid_file, send_signal, wait_gone, write_pid_file
+from eosbench.local.hadoop_daemons import HadoopDaemons
+from eosbench.local.processes import kill_all
 
-# The NodeManager's orderly stop waits about 17 s for applications the RM has not yet released,
-# and neither daemon keeps state worth a wait (no recovery, an in-memory RM store): 5 s, then SIGKILL.
-STOP_GRACE_S = 5.0
 READY_TIMEOUT_S = 120.0
 MAIN_CLASSES = {
     "resourcemanager": "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager",
@@ -205,39 +201,18 @@ def yarn_target(state_dir: Path | None = None, environ=os.environ) -> YarnTarget
     return YarnTarget(yarn.conf_dir, yarn.settings)
 
 
-class LocalYarn:
+class LocalYarn(HadoopDaemons):
     """Start, stop, inspect and break the local YARN described by a YarnSettings."""
 
-    def __init__(self, settings: YarnSettings | None = None):
-        self.settings = settings or YarnSettings()
-
-    @classmethod
-    def from_state_dir(cls, state_dir: Path) -> LocalYarn | None:
-        """The YARN last started from this folder (its recorded shape), or None if none was."""
-        recorded = state_dir / "yarn.json"
-        if not recorded.exists():
-            return None
-        return cls(YarnSettings(**{**json.loads(recorded.read_text()), "state_dir": state_dir}))
+    NAME, SHAPE_FILE, SETTINGS = "YARN", "yarn.json", YarnSettings
+    # The NodeManager's orderly stop waits about 17 s for applications the RM has not yet released,
+    # and neither daemon keeps state worth a wait (no recovery, an in-memory RM store): 5 s, then SIGKILL.
+    DAEMONS, MAIN_CLASSES, STOP_GRACE_S = YARN_DAEMONS, MAIN_CLASSES, 5.0
 
     @property
     def conf_dir(self) -> Path:
         """The HADOOP_CONF_DIR that spark-submit --master yarn needs."""
         return self.settings.conf_dir
-
-    @property
-    def _state_file(self) -> Path:
-        return self.settings.state_dir / "yarn.json"
-
-    def _pid_file(self, daemon: str) -> Path:
-        return self.settings.state_dir / f"{daemon}.pid"
-
-    def log_file(self, daemon: str) -> Path:
-        """A daemon's log (log4j's; its JVM's own output goes to <daemon>.out beside it)."""
-        return self.settings.state_dir / "logs" / f"{daemon}.log"
-
-    def pid(self, daemon: str) -> int | None:
-        """A daemon's pid, if the process it names is the one this YARN launched and alive."""
-        return read_pid_file(self._pid_file(daemon))
 
     # ------------------------------------------------------------------ status
 
@@ -312,13 +287,6 @@ class LocalYarn:
                            f" {recorded['node_memory_mb']} MB, {recorded['node_vcores']}-vcore node is running from"
                            f" {self.settings.state_dir}; run `eosbench yarn stop` first")
 
-    def _write_config(self) -> None:
-        self.settings.conf_dir.mkdir(parents=True, exist_ok=True)
-        (self.settings.state_dir / "logs").mkdir(exist_ok=True)
-        self._state_file.write_text(self.settings.model_dump_json(exclude={"state_dir"}, indent=2))
-        for name, text in self.settings.render_site_files().items():
-            (self.settings.conf_dir / name).write_text(text)
-
     def _jvm_options(self, daemon: str) -> list[str]:
         heap_mb = self.settings.heap_mb
         return [f"-Xms{min(64, heap_mb)}m", f"-Xmx{heap_mb}m", "-XX:+UseSerialGC",
@@ -335,15 +303,6 @@ class LocalYarn:
         java_home = Path(os.path.realpath(java)).parent.parent
         return {**os.environ, "JAVA_HOME": str(java_home), "HADOOP_CONF_DIR": str(self.settings.conf_dir)}
 
-    def _launch(self, java: str, classpath: str, daemon: str) -> None:
-        with open(self.settings.state_dir / "logs" / f"{daemon}.out", "ab") as output:
-            process = subprocess.Popen(
-                [java, *self._jvm_options(daemon), "-cp", classpath, MAIN_CLASSES[daemon]],
-                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, env=self._daemon_environment(java),
-                start_new_session=True,  # the daemon outlives the command that started it
-            )
-        write_pid_file(self._pid_file(daemon), process.pid)
-
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not self.ready():
@@ -354,17 +313,6 @@ class LocalYarn:
                 raise EnvironmentProblem(f"no active NodeManager after {READY_TIMEOUT_S:g} s"
                                          f" (ResourceManager: {self.cluster_view()}); see {self.log_file('nodemanager')}")
             time.sleep(0.2)
-
-    def last_log_line(self, daemon: str) -> str:
-        """The last line a daemon logged (its log4j log, else its JVM output), for error messages."""
-        for path in (self.log_file(daemon), self.log_file(daemon).with_suffix(".out")):
-            try:
-                lines = path.read_text(errors="replace").strip().splitlines()
-            except OSError:
-                continue
-            if lines:
-                return lines[-1][:300]
-        return "no output"
 
     # ------------------------------------------------------------------ containers
 
@@ -383,10 +331,7 @@ class LocalYarn:
         pids = self.container_pids(container_id)
         if not pids:
             raise EnvironmentProblem(f"no running JVM of container {container_id} under {self.settings.local_dirs}")
-        for pid in pids:
-            send_signal(pid, signal.SIGKILL)
-        for pid in pids:
-            wait_gone(pid)
+        kill_all(pids)
         return pids
 
     def _container_processes(self) -> list[int]:
@@ -396,16 +341,6 @@ class LocalYarn:
 
     # ------------------------------------------------------------------ faults and stop
 
-    def kill(self, daemon: str) -> int:
-        """SIGKILL one daemon; return its pid."""
-        pid = self.pid(daemon)
-        if pid is None:
-            raise EnvironmentProblem(f"the YARN {daemon} is not running")
-        send_signal(pid, signal.SIGKILL)
-        wait_gone(pid)
-        self._pid_file(daemon).unlink(missing_ok=True)
-        return pid
-
     def kill_nodemanager(self) -> tuple[int, list[int]]:
         """SIGKILL the NodeManager and every process of its containers, as a node failure would; return (NM pid, container pids).
 
@@ -414,10 +349,7 @@ class LocalYarn:
         """
         pid = self.kill("nodemanager")
         orphans = self._container_processes()
-        for orphan in orphans:
-            send_signal(orphan, signal.SIGKILL)
-        for orphan in orphans:
-            wait_gone(orphan)
+        kill_all(orphans)
         return pid, orphans
 
     def restart_nodemanager(self, pause_s: float = 0.0) -> int:
@@ -433,23 +365,10 @@ class LocalYarn:
 
     def stop(self) -> int:
         """Stop both daemons (SIGTERM, then SIGKILL after a grace period) and any container left; return how many daemons ran."""
-        running = {daemon: pid for daemon in YARN_DAEMONS if (pid := self.pid(daemon)) is not None}
-        for pid in running.values():
-            send_signal(pid, signal.SIGTERM)
-        for pid in running.values():
-            wait_gone(pid, timeout_s=STOP_GRACE_S)
-            send_signal(pid, signal.SIGKILL)
-            wait_gone(pid)
+        running = self._stop_daemons()
         # A NodeManager killed before it stopped its containers leaves them running in their own sessions.
-        orphans = self._container_processes()
-        for orphan in orphans:
-            send_signal(orphan, signal.SIGKILL)
-        for orphan in orphans:
-            wait_gone(orphan)
-        for daemon in YARN_DAEMONS:
-            self._pid_file(daemon).unlink(missing_ok=True)
-        return len(running)
-
+        kill_all(self._container_processes())
+        return running
 
 def _processes() -> list[tuple[int, Path, Path]]:
     """(pid, working folder, executable) of every process this user may inspect."""

@@ -573,22 +573,29 @@ class S3Settings(BaseModel):
         """The 0600 file of Hadoop properties (endpoint, keys) that S3A clients read: `eosbench stream --s3a-config`."""
         return self.state_dir / "s3a.properties"
 
-    def render_server_properties(self, access_key: str, secret_key: str) -> str:
-        """S3Proxy's --properties file: loopback, jclouds' in-memory backend, AWS v2 or v4 signatures with these keys.
+    @property
+    def objects_dir(self) -> Path:
+        """Where the server keeps the bucket's objects, one file each, so that a restart keeps them."""
+        return self.state_dir / "objects"
 
-        In memory because S3Proxy 2.6.0's two on-disk backends break the directory markers S3A
-        relies on: `filesystem` lists no marker of an empty folder ("a/" is invisible to a LIST of
-        "a/", so S3A finds no `offsets/` folder right after making it), and `filesystem-nio2` answers
-        a HEAD of "a" for the folder "a/" (so S3A takes every folder for a file). `transient` keeps
-        keys flat, as S3 does; a restart therefore starts empty.
+    def render_server_properties(self, access_key: str, secret_key: str) -> str:
+        """S3Proxy's --properties file: loopback, jclouds' on-disk backend, AWS v2 or v4 signatures with these keys.
+
+        On disk (`filesystem`), so that a SIGKILLed and restarted server (the soak's restart-s3)
+        still holds the checkpoint, as S3 would. That backend lists no marker object of an empty
+        folder, which Spark's default checkpoint file manager trips on (FileContext refuses to
+        create `offsets/.0.tmp` under a parent it cannot see); the s3a checkpoint's own manager,
+        streaming/jvm/ObjectStoreCheckpointFileManager.java, writes through the FileSystem API,
+        which does not ask, as S3 itself does not.
         """
         return "\n".join([
             f"s3proxy.endpoint={self.endpoint}",
             "s3proxy.authorization=aws-v2-or-v4",
             f"s3proxy.identity={access_key}",
             f"s3proxy.credential={secret_key}",
-            "jclouds.provider=transient",
-            # The in-memory provider ignores them, yet jclouds refuses to build a context without.
+            "jclouds.provider=filesystem",
+            f"jclouds.filesystem.basedir={self.objects_dir}",
+            # The on-disk provider ignores them, yet jclouds refuses to build a context without.
             "jclouds.identity=local",
             "jclouds.credential=local",
             "",
@@ -607,6 +614,9 @@ class S3Settings(BaseModel):
             "fs.s3a.aws.credentials.provider": S3A_PROVIDER,
             "fs.s3a.access.key": access_key,
             "fs.s3a.secret.key": secret_key,
+            # The SDK signs a bulk delete with x-amz-checksum-crc32, which S3Proxy 2.6.0 refuses (501):
+            # S3A then deletes object by object, as Hadoop's advice for such stores says.
+            "fs.s3a.multiobjectdelete.enable": "false",
         }
 
 

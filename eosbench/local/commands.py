@@ -439,7 +439,7 @@ def add_s3_parser(commands) -> None:
     state_dir = OneLineArgumentParser(add_help=False)
     state_dir.add_argument("--s3-state-dir", metavar="DIR", type=Path, default=eosbench_home() / "s3",
                            help="configuration, keys, logs and pid file (default: %(default)s)")
-    s3 = commands.add_parser("s3", help="run a real local S3 API server (S3Proxy, in memory) on loopback")
+    s3 = commands.add_parser("s3", help="run a real local S3 API server (S3Proxy, objects on disk) on loopback")
     s3_commands = s3.add_subparsers(dest="s3_command", required=True, metavar="ACTION")
     start = s3_commands.add_parser("start", parents=[state_dir],
                                    help="start S3Proxy with generated keys, create the bucket, wait until it answers,"

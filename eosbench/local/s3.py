@@ -1,10 +1,10 @@
 """A real S3 API on loopback: S3Proxy (one JVM, from Maven Central) over a local folder.
 
-S3Proxy speaks the S3 REST API with AWS v2 and v4 signatures over jclouds' in-memory backend
-(S3Settings.render_server_properties says why not its on-disk ones), so Hadoop's S3A connector
-writes a checkpoint to it as it would to a bucket on AWS: PUTs of whole objects, renames by
-copy and delete, folders as marker objects and listings. Its objects live as long as its JVM:
-a restart (`restart`, the soak's restart-s3 fault) comes back with an empty bucket. The access key and secret are generated on first start and kept
+S3Proxy speaks the S3 REST API with AWS v2 and v4 signatures over jclouds' on-disk backend
+(`<state_dir>/objects`, a file per object), so Hadoop's S3A connector writes a checkpoint to it
+as it would to a bucket on AWS: PUTs of whole objects, folders as marker objects and listings.
+A SIGKILLed and restarted server (`restart`, the soak's restart-s3 fault) still holds every
+object whose upload completed. The access key and secret are generated on first start and kept
 in 0600 files under the state dir (`s3proxy.properties`, the server's, and `s3a.properties`,
 the Hadoop settings a client reads), so a restart keeps every client's credentials valid and no
 secret ever appears on a command line or in what eosbench prints. The shape (port, heap,
@@ -38,6 +38,10 @@ from eosbench.local.processes import read_pid_file, send_signal, wait_gone, writ
 STOP_GRACE_S = 15.0
 READY_TIMEOUT_S = 90.0
 MAIN_CLASS = "org.gaul.s3proxy.Main"
+CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+# Writes each log entry in place and aborts the upload on cancel, as Spark's documented manager for
+# object stores does (streaming/jvm/ObjectStoreCheckpointFileManager.java says why ours).
+OBJECT_STORE_CHECKPOINT_FILE_MANAGER = "eosbench.spark.ObjectStoreCheckpointFileManager"
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,7 @@ class LocalS3:
     def _write_config(self) -> None:
         state = self.settings.state_dir
         (state / "logs").mkdir(parents=True, exist_ok=True)
+        self.settings.objects_dir.mkdir(exist_ok=True)  # jclouds' on-disk backend needs its folder
         os.chmod(state, 0o700)  # the data and both key files live here
         try:
             access_key, secret_key = self.credentials()
@@ -228,13 +233,15 @@ class LocalS3:
         self._pid_file.unlink(missing_ok=True)
         return pid
 
-    def restart(self, pause_s: float = 0.0) -> int:
+    def restart(self, pause_s: float = 0.0, wipe: bool = False) -> int:
         """SIGKILL the server, wait `pause_s`, start it again and wait until its bucket answers; return the killed pid.
 
-        The server keeps its objects in memory, so the restarted one holds an empty bucket: what
-        was written before the kill is lost, as with a lost checkpoint.
+        The objects are files, so the restarted server holds every one whose upload had completed;
+        `wipe=True` empties the bucket as well, which is a lost checkpoint.
         """
         pid = self.kill()
+        if wipe:
+            shutil.rmtree(self.settings.objects_dir, ignore_errors=True)
         time.sleep(pause_s)
         self.start()
         return pid
@@ -283,4 +290,5 @@ def s3a_checkpoint_session(checkpoint_uri: str, config_file: Path | None) -> tup
         if not config_file.exists():
             raise BadInput(f"--checkpoint {checkpoint_uri} needs --s3a-config FILE (S3A's fs.s3a.* settings: endpoint,"
                            " keys), or a local `eosbench s3 start`, whose file is then used")
-    return resolve_bundle("s3a"), s3a_session_conf(config_file)
+    return resolve_bundle("s3a"), {CHECKPOINT_FILE_MANAGER: OBJECT_STORE_CHECKPOINT_FILE_MANAGER,
+                                   **s3a_session_conf(config_file)}

@@ -128,10 +128,11 @@ def yarn_cluster(tmp_path_factory) -> Iterator[LocalYarn]:
 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory) -> Iterator[LocalS3]:
-    """A real S3 API (S3Proxy, in memory, 256 MB heap) on 18333 with the bucket `eosbench`, started once.
+    """A real S3 API (S3Proxy, objects on disk, 256 MB heap) on 18333 with the bucket `eosbench`, started once.
 
     Its S3A settings (endpoint, keys) are in `s3_server.settings.credentials_file`, for `eosbench
-    stream --s3a-config`; `s3_server.restart()` SIGKILLs it and starts it again with an empty bucket.
+    stream --s3a-config`; `s3_server.restart()` SIGKILLs it and starts it again with what it held,
+    `restart(wipe=True)` with an empty bucket.
     """
     s3 = LocalS3(S3Settings(port=TEST_S3_PORT, state_dir=tmp_path_factory.mktemp("s3")))
     s3.start(fresh=True)

@@ -15,9 +15,10 @@ def local_checkpoint(settings: StreamSettings) -> Path:
     return Path(urlsplit(settings.checkpoint_uri).path)
 
 
-def logged_batches(settings: StreamSettings) -> dict[str, set[int]]:
+def logged_batches(settings: StreamSettings, s3a_config: Path | None = None) -> dict[str, set[int]]:
     """The batch ids in the checkpoint's offset and commit logs, listed through Hadoop wherever it lives."""
-    listed = fs_shell("-ls", "-C", f"{settings.checkpoint_uri}/offsets", f"{settings.checkpoint_uri}/commits").stdout
+    listed = fs_shell("-ls", "-C", f"{settings.checkpoint_uri}/offsets", f"{settings.checkpoint_uri}/commits",
+                      s3a_config=s3a_config).stdout
     logs: dict[str, set[int]] = {"offsets": set(), "commits": set()}
     for path in listed.split():
         folder, name = path.rsplit("/", 2)[-2:]

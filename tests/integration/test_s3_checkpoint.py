@@ -1,4 +1,4 @@
-"""`--checkpoint s3a://…` on a real S3 API (S3Proxy): exactly once, and a server restart that loses the checkpoint."""
+"""`--checkpoint s3a://…` on a real S3 API (S3Proxy, objects on disk): exactly once through a driver kill, a server restart and a lost checkpoint."""
 
 from __future__ import annotations
 
@@ -13,17 +13,19 @@ import pytest
 from eosbench.local.s3 import LocalS3
 from tests.integration.kafka_reads import read_all
 from tests.integration.produce_helpers import produce
-from tests.integration.stream_checks import assert_exactly_once
+from tests.integration.stream_checks import assert_exactly_once, logged_batches
 
 
-def run_stream(bootstrap: str, settings, s3_server: LocalS3, *extra: str) -> subprocess.CompletedProcess:
+def run_stream(bootstrap: str, settings, s3_server: LocalS3, *extra: str, fault: str | None = None,
+               exit_code: int = 0) -> subprocess.CompletedProcess:
     """`eosbench stream` with its checkpoint on the S3 server, S3A's settings from the server's file; the secret never shows."""
     command = [sys.executable, "-m", "eosbench.cli", "stream", "--input-topic", settings.input_topic,
                "--output-topic", settings.output_topic, "--bootstrap-server", bootstrap, "--app-id", settings.app_id,
                "--checkpoint", settings.checkpoint, "--s3a-config", str(s3_server.settings.credentials_file),
                "--max-offsets-per-trigger", "3000", *extra]
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=240, env=dict(os.environ))
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=240,
+                               env={**os.environ, **({"EOSBENCH_FAULT": fault} if fault else {})})
+    assert completed.returncode == exit_code, completed.stderr[-3000:]
     assert s3_server.credentials()[1] not in completed.stdout + completed.stderr
     return completed
 
@@ -48,23 +50,32 @@ def records_in(bootstrap: str, settings, s3_server: LocalS3, summary, *extra: st
 
 
 @pytest.mark.parametrize("checkpoint", ["s3a"], indirect=True)
-def test_checkpoint_on_s3_resumes_then_is_lost_in_a_server_restart(bootstrap, pipeline, checkpoint, s3_server, tmp_path):
+def test_checkpoint_on_s3_survives_a_driver_kill_and_a_server_restart_and_its_loss(bootstrap, pipeline, checkpoint,
+                                                                                   s3_server, tmp_path):
     settings = pipeline()
-    run_stream(bootstrap, settings, s3_server)
+    s3a_config = s3_server.settings.credentials_file
+    # The driver dies after the sink committed batch 1 and before Spark's commit log says so.
+    run_stream(bootstrap, settings, s3_server, fault="kill-driver-after-sink-commit:1", exit_code=-9)
+    assert logged_batches(settings, s3a_config) == {"offsets": {0, 1}, "commits": {0}}, \
+        "the kill lands before Spark's commit log"
+    replay = tmp_path / "replay.json"
+    run_stream(bootstrap, settings, s3_server, "--output-json", str(replay))
+    assert json.loads(replay.read_text())["outcomes"]["skipped_replay"] >= 1, "batch 1 is replayed and skipped"
     assert_exactly_once(bootstrap, settings)
     assert_output_is_input(bootstrap, settings)
 
-    # The checkpoint kept on S3: the next run starts "earliest" yet reads only what came after the
-    # first run's offsets (S3A lists the log as S3AFileStatus[], which CheckpointLog must read).
+    # A SIGKILLed and restarted server keeps its objects: the next run starts "earliest" yet reads
+    # only what came after the checkpoint's offsets (S3A lists the log as S3AFileStatus[], which
+    # CheckpointLog must read).
     more = produce_more(bootstrap, settings, 18_000, seed=5)
+    s3_server.restart()
     assert records_in(bootstrap, settings, s3_server, tmp_path / "kept.json") == more.records_committed
     assert_exactly_once(bootstrap, settings)
     assert_output_is_input(bootstrap, settings)
 
-    # S3Proxy keeps its objects in memory: the restarted server has an empty bucket, the checkpoint
-    # is lost, and the group's committed offsets take over.
+    # An emptied bucket is a lost checkpoint: the group's committed offsets take over.
     more = produce_more(bootstrap, settings, 24_000, seed=6)
-    s3_server.restart()
+    s3_server.restart(wipe=True)
     assert records_in(bootstrap, settings, s3_server, tmp_path / "lost.json", "--starting-offsets", "group") == \
         more.records_committed, "only what came after the group's offsets is read"
     assert_exactly_once(bootstrap, settings)

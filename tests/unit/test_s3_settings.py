@@ -21,15 +21,16 @@ from eosbench.local.jars import bundle_digest, render_pom
 SECRET = "not-to-be-seen-anywhere-0123456789"
 
 
-def test_server_properties_are_loopback_in_memory_and_signed():
+def test_server_properties_are_loopback_on_disk_and_signed():
     settings = S3Settings(port=18333)
     text = settings.render_server_properties("EOSBKEY", SECRET)
     lines = dict(line.split("=", 1) for line in text.splitlines())
     assert lines["s3proxy.endpoint"] == "http://127.0.0.1:18333"
     assert lines["s3proxy.authorization"] == "aws-v2-or-v4"
     assert (lines["s3proxy.identity"], lines["s3proxy.credential"]) == ("EOSBKEY", SECRET)
-    # S3Proxy's on-disk backends break S3A's folder markers (S3Settings.render_server_properties).
-    assert lines["jclouds.provider"] == "transient"
+    # On disk, so that restart-s3 keeps the checkpoint (S3Settings.render_server_properties).
+    assert lines["jclouds.provider"] == "filesystem"
+    assert lines["jclouds.filesystem.basedir"] == str(settings.state_dir / "objects")
 
 
 def test_s3a_properties_reach_the_server_path_style_over_plain_http_with_fixed_keys():
@@ -37,7 +38,7 @@ def test_s3a_properties_reach_the_server_path_style_over_plain_http_with_fixed_k
     assert props == {"fs.s3a.endpoint": "http://127.0.0.1:18333", "fs.s3a.path.style.access": "true",
                      "fs.s3a.connection.ssl.enabled": "false", "fs.s3a.endpoint.region": "us-east-1",
                      "fs.s3a.aws.credentials.provider": S3A_PROVIDER, "fs.s3a.access.key": "EOSBKEY",
-                     "fs.s3a.secret.key": SECRET}
+                     "fs.s3a.secret.key": SECRET, "fs.s3a.multiobjectdelete.enable": "false"}
 
 
 @pytest.mark.parametrize("bucket", ["Upper", "a", "under_score", "-dash"])
@@ -94,8 +95,10 @@ def test_only_an_s3a_checkpoint_brings_jars_and_settings(tmp_path: Path, monkeyp
         s3.s3a_checkpoint_session("s3a://bucket/cp", None)
     config = tmp_path / "s3a.properties"
     config.write_text("fs.s3a.endpoint=http://127.0.0.1:18333\n")
+    # The object store's checkpoint file manager comes with the jars that hold it.
     assert s3.s3a_checkpoint_session("s3a://bucket/cp", config) == (
-        [Path("/jars/s3a.jar")], {"spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:18333"})
+        [Path("/jars/s3a.jar")], {"spark.sql.streaming.checkpointFileManagerClass": "eosbench.spark.ObjectStoreCheckpointFileManager",
+                                  "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:18333"})
     local = s3.LocalS3(S3Settings())  # under EOSBENCH_HOME: the local server's file is the default
     local._write_config()
     assert s3.s3a_checkpoint_session("s3a://bucket/cp", None)[1]["spark.hadoop.fs.s3a.endpoint"] == \

@@ -77,6 +77,13 @@ def add_soak_parser(commands) -> None:
                       help="with --hdfs: its NameNode's RPC port, as `eosbench hdfs start --port` (default: %(default)s)")
     soak.add_argument("--hdfs-state-dir", type=Path, metavar="DIR",
                       help="with --hdfs: its folder, as `eosbench hdfs --hdfs-state-dir` (default: ~/.cache/eosbench/hdfs)")
+    soak.add_argument("--s3-state-dir", type=Path, metavar="DIR",
+                      help="with --checkpoint s3a://…: the local S3's folder, as `eosbench s3 --s3-state-dir` (started"
+                           " if not running, stopped at the end if the soak started it; restart-s3 restarts it;"
+                           " default: ~/.cache/eosbench/s3)")
+    soak.add_argument("--s3a-config", type=Path, metavar="FILE",
+                      help="with --checkpoint s3a://… on another store: S3A's fs.s3a.* settings, as `eosbench stream"
+                           " --s3a-config` (no restart-s3 then)")
     soak.add_argument("--max-faults", type=positive_int,
                       help="end after this many faults, or at --duration if that comes first (default: no limit)")
 
@@ -101,7 +108,8 @@ def cmd_soak(args: argparse.Namespace) -> int:
         delivery_timeout_ms=args.delivery_timeout_ms, metrics_port=args.metrics_port,
         results_dir=args.results_dir, output_dir=args.output_dir,
         max_faults=args.max_faults, security=args.security, command_config=args.command_config,
-        checkpoint=args.checkpoint, hdfs=args.hdfs, hdfs_port=args.hdfs_port, hdfs_state_dir=args.hdfs_state_dir)
+        checkpoint=args.checkpoint, hdfs=args.hdfs, hdfs_port=args.hdfs_port, hdfs_state_dir=args.hdfs_state_dir,
+        s3_state_dir=args.s3_state_dir, s3a_config=args.s3a_config)
     soak = Soak(options)
     interrupt_on_stop_signals()  # a SIGTERM still stops the children and writes the report
     report = soak.run()

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from conf.client_config import Connection
     from eosbench.local.broker import LocalCluster
     from eosbench.local.hdfs import LocalHdfs
+    from eosbench.local.s3 import LocalS3
     from eosbench.local.spark_cluster import StandaloneCluster
     from eosbench.soak.pipeline import Pipeline
     from eosbench.soak.progress import ProgressSampler
@@ -43,6 +44,7 @@ class SoakUnderFaults(Protocol):
     cluster: LocalCluster
     spark_cluster: StandaloneCluster | None
     hdfs: LocalHdfs | None
+    s3: LocalS3 | None
     pipeline: Pipeline
     sampler: ProgressSampler | None
 
@@ -143,6 +145,16 @@ def checkpoint_on_soak_hdfs(options: SoakOptions) -> None:
                        f" not --checkpoint {options.checkpoint}")
 
 
+def checkpoint_on_soak_s3(options: SoakOptions) -> None:
+    """Refuse restart-s3 unless the checkpoint is on the local S3 the soak runs (--checkpoint s3a://…, no --s3a-config)."""
+    if not options.s3_checkpoint:
+        raise BadInput("--faults restart-s3 needs the checkpoint on the local S3: --checkpoint s3a://<bucket>/…"
+                       " (see `eosbench s3 start`)")
+    if options.s3a_config:
+        raise BadInput(f"--faults restart-s3 restarts the local `eosbench s3` (--s3-state-dir), not the store"
+                       f" --s3a-config {options.s3a_config} names")
+
+
 @fault_kind("kill-driver")
 def kill_driver(soak: SoakUnderFaults, occurrence: int) -> str:
     """SIGKILL the Spark driver and its session (java-copier: one copier, in turn), then restart it."""
@@ -208,7 +220,7 @@ def pause_broker(soak: SoakUnderFaults, occurrence: int) -> str:
 def delete_checkpoint(soak: SoakUnderFaults, occurrence: int) -> str:
     """SIGKILL the driver, delete its checkpoint (on any Hadoop file system), and restart it from the group's offsets."""
     soak.pipeline.stream.kill(signal.SIGKILL)
-    fs_shell("-rm", "-r", "-f", soak.pipeline.checkpoint)
+    fs_shell("-rm", "-r", "-f", soak.pipeline.checkpoint, s3a_config=soak.options.s3a_config_file)
     soak.pipeline.start(soak.pipeline.stream)
     return "SIGKILL driver, deleted the checkpoint, restarted with --starting-offsets group"
 
@@ -240,6 +252,19 @@ def restart_hdfs(soak: SoakUnderFaults, occurrence: int) -> str:
     pause_s = round(random.Random(f"{soak.options.seed}:restart-hdfs:{occurrence}").uniform(1.0, 5.0), 1)
     pid = soak.hdfs.restart_namenode(pause_s)
     return f"SIGKILL HDFS NameNode pid {pid}; restarted after {pause_s:g} s"
+
+
+@fault_kind("restart-s3", check=checkpoint_on_soak_s3, spark_only=True)
+def restart_s3(soak: SoakUnderFaults, occurrence: int) -> str:
+    """SIGKILL the S3 server that holds the checkpoint and restart it after a short seeded pause.
+
+    Every upload in flight fails: a checkpoint write stops the query (the soak restarts the
+    stream, which resumes from the entries whose upload completed), and a partial one is never
+    visible, since an object appears whole at its upload's end or not at all.
+    """
+    pause_s = round(random.Random(f"{soak.options.seed}:restart-s3:{occurrence}").uniform(1.0, 5.0), 1)
+    pid = soak.s3.restart(pause_s)
+    return f"SIGKILL S3 server pid {pid}; restarted after {pause_s:g} s, its objects kept"
 
 
 FAULT_KINDS = tuple(FAULTS)

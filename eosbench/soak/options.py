@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from conf.settings import DEFAULT_NAMENODE_PORT, ClusterSettings, HdfsSettings, validation_error_line
+from conf.settings import DEFAULT_NAMENODE_PORT, ClusterSettings, HdfsSettings, S3Settings, validation_error_line
 from conf.stream_settings import REALTIME_PREFIX, StreamSettings, checkpoint_uri
 from eosbench.console.errors import BadInput
 
@@ -48,6 +48,8 @@ class SoakOptions:
     hdfs: bool = False  # run the soak's own HDFS (`eosbench hdfs`) and keep the checkpoint there
     hdfs_port: int = DEFAULT_NAMENODE_PORT
     hdfs_state_dir: Path | None = None
+    s3_state_dir: Path | None = None  # the local `eosbench s3` of an s3a:// checkpoint, which restart-s3 restarts
+    s3a_config: Path | None = None  # S3A's settings for an s3a:// checkpoint on some other store
 
     @property
     def realtime(self) -> bool:
@@ -70,6 +72,23 @@ class SoakOptions:
         """The shape of the soak's own HDFS (meaningful with --hdfs)."""
         return HdfsSettings(port=self.hdfs_port, **({"state_dir": self.hdfs_state_dir} if self.hdfs_state_dir else {}))
 
+    @property
+    def s3_checkpoint(self) -> bool:
+        """Whether the checkpoint lives on an S3 API store (--checkpoint s3a://…)."""
+        return (self.checkpoint or "").startswith("s3a://")
+
+    @property
+    def local_s3(self) -> S3Settings | None:
+        """The local S3 server that holds the checkpoint (run by the soak if need be); None with --s3a-config or off S3."""
+        if not self.s3_checkpoint or self.s3a_config:
+            return None
+        return S3Settings(**({"state_dir": self.s3_state_dir} if self.s3_state_dir else {}))
+
+    @property
+    def s3a_config_file(self) -> Path | None:
+        """S3A's settings for an s3a:// checkpoint: --s3a-config, else the local S3's file; None off S3."""
+        return self.s3a_config or (self.local_s3.credentials_file if self.local_s3 else None)
+
     def checkpoint_folder(self, output_dir: Path) -> str:
         """Where the run's checkpoint folder goes: --checkpoint, else the soak's HDFS with --hdfs, else the run's folder."""
         if self.checkpoint:
@@ -85,6 +104,11 @@ class SoakOptions:
                            " run it on a plaintext cluster (no --security sasl-ssl, no --command-config)")
         if self.checkpoint:
             checkpoint_uri(self.checkpoint)  # a scheme no checkpoint may use fails here, in one line
+        if (self.s3a_config or self.s3_state_dir) and not self.s3_checkpoint:
+            flag = "--s3a-config" if self.s3a_config else "--s3-state-dir"
+            raise BadInput(f"{flag} is for an s3a:// checkpoint; --checkpoint is {self.checkpoint or 'the run folder'}")
+        if self.s3a_config and not self.s3a_config.is_file():
+            raise BadInput(f"--s3a-config {self.s3a_config}: no such file")
         try:
             StreamSettings(input_topic="input", output_topic="output", trigger=self.trigger)
         except ValidationError as invalid:  # the stream would refuse it at every relaunch

@@ -31,6 +31,7 @@ from eosbench.console.errors import EnvironmentProblem
 from eosbench.local.executor_env import executor_environment, spark_submit_command
 from eosbench.local.jars import resolve_bundle, transactional_copier_command
 from eosbench.local.processes import Child
+from eosbench.local.s3 import render_properties, s3a_checkpoint_session, write_private
 from eosbench.local.spark_cluster import StandaloneCluster
 from eosbench.soak.options import SoakOptions
 from streaming import job
@@ -63,7 +64,8 @@ class Pipeline:
         self.copiers = ([Child(f"copier-{partition}", output_dir / "logs", env) for partition in range(options.partitions)]
                         if options.pipeline == "java-copier" else [])
         self.stages = self.copiers or [self.stream]  # what copies input to output, one child or one per partition
-        self._spark_jars = resolve_bundle("spark")
+        # An s3a:// checkpoint adds hadoop-aws, its SDK and the checkpoint file manager.
+        self._spark_jars = [*resolve_bundle("spark"), *(resolve_bundle("s3a") if options.s3_checkpoint else [])]
         # Built once per soak (or taken from the cache): every relaunch of the stream ships the same archive.
         self._environment = executor_environment() if spark_cluster and options.pipeline == "spark" else None
         self._supervised = {"producer", *(child.name for child in self.stages)}
@@ -95,7 +97,7 @@ class Pipeline:
             # Real-time mode reads as records arrive, and its commits are not timed by the observer.
             *([] if o.realtime else ["--max-offsets-per-trigger", str(o.max_offsets_per_trigger),
                                      "--visibility-log", str(self.visibility_log)])]
-        driver = ["--driver-memory", "768m", "--conf", "spark.task.maxFailures=4",
+        driver = ["--driver-memory", "768m", "--conf", "spark.task.maxFailures=4", *self._s3a_arguments(),
                   "--conf", f"spark.local.dir={self.driver_scratch}",
                   "--driver-java-options",
                   f"-Dlog4j2.configurationFile={console_log4j_config()} -Djava.io.tmpdir={self.driver_scratch}"]
@@ -110,6 +112,20 @@ class Pipeline:
         return [str(Path(sys.executable).parent / "spark-submit"), "--master", o.master,
                 "--jars", ",".join(str(jar) for jar in self._spark_jars), *driver, str(Path(job.__file__)),
                 *job_arguments]
+
+    def _s3a_arguments(self) -> list[str]:
+        """For an s3a:// checkpoint: S3A's settings and the checkpoint file manager, in a 0600 properties file.
+
+        In a file, as `eosbench stream --s3a-config` reads them, so that the keys are on no command
+        line; spark-submit's --properties-file takes the place of spark-defaults.conf.
+        """
+        config = self.options.s3a_config_file
+        if config is None:
+            return []
+        _, spark_conf = s3a_checkpoint_session(self.checkpoint, config)
+        properties = self.driver_scratch.parent / "spark-s3a.properties"
+        write_private(properties, render_properties(spark_conf))
+        return ["--properties-file", str(properties)]
 
     def _copier_command(self, partition: int) -> list[str]:
         return transactional_copier_command(str(self.bootstrap), self.input_topic, partition, self.output_topic,

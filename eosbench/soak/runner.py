@@ -40,6 +40,7 @@ from eosbench.console.errors import EnvironmentProblem, classify_failure
 from eosbench.local.broker import LocalCluster
 from eosbench.local.hdfs import LocalHdfs
 from eosbench.local.kafka_admin import create_topic
+from eosbench.local.s3 import LocalS3
 from eosbench.local.processes import Child
 from eosbench.local.spark_cluster import StandaloneCluster
 from eosbench.soak.faults import FAULTS, refuse_unrunnable_faults
@@ -75,6 +76,8 @@ class Soak:
         self.spark_cluster = (StandaloneCluster.from_state_dir(options.spark_state_dir or SparkClusterSettings().state_dir)
                               if options.master.startswith("spark://") else None)
         self.hdfs = LocalHdfs(options.hdfs_settings) if options.hdfs else None
+        s3_settings = options.local_s3  # the server last started from that folder keeps its port
+        self.s3 = (LocalS3.from_state_dir(s3_settings.state_dir) or LocalS3(s3_settings)) if s3_settings else None
         self.metrics = SoakMetrics(self.run_id)
         self.report = SoakReport(self.run_id, {k: str(v) for k, v in asdict(options).items()}, time.time())
         self.started = time.monotonic()
@@ -96,9 +99,12 @@ class Soak:
             self.client_config.connection(self.cluster.settings.bootstrap_servers) if self.options.command_config
             else self.cluster.connection)
         started_hdfs = bool(self.hdfs) and not any(daemon.pid for daemon in self.hdfs.status())  # so with HDFS
+        started_s3 = bool(self.s3) and self.s3.pid() is None  # and with S3
         try:
             if self.hdfs:
                 self.hdfs.start()
+            if self.s3:
+                self.s3.start()
             if self.spark_cluster:
                 self.spark_cluster.start()
             replication = min(3, o.brokers)
@@ -149,6 +155,8 @@ class Soak:
                 self.cluster.stop()
             if started_hdfs:
                 self.hdfs.stop()
+            if started_s3:
+                self.s3.stop()
         return self.report
 
     # ------------------------------------------------------------------ rounds

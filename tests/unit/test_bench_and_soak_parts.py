@@ -511,6 +511,7 @@ def test_a_yarn_soaks_stream_is_spark_submit_on_yarn_with_the_streams_settings_a
     assert asked == [("yarn", tmp_path / "yarn")]
     assert command[command.index("--master") + 1] == "yarn"
     assert "spark.yarn.dist.archives=env.tar.gz#environment" in command and "/env/job.py" in command
+    assert "--archives" not in command  # the YARN client refuses an archive added twice to its distributed cache
     assert "PYTHONPATH" not in pipe.stream.env and pipe.stream.env["HADOOP_CONF_DIR"] == "/yarn/conf"
     assert pipe.producer.env["PYTHONPATH"] == "/src"  # the producer runs the soak's own code
 

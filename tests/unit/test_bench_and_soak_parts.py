@@ -370,7 +370,7 @@ def test_the_soak_stops_in_one_line_before_the_disk_is_full(monkeypatch, tmp_pat
     monkeypatch.setattr(runner.shutil, "disk_usage", lambda folder: usage(0, 0, free.get(folder, 50 * 1024**3)))
     (tmp_path / "cluster").mkdir()
     soak = SimpleNamespace(output_dir=tmp_path, cluster=SimpleNamespace(settings=SimpleNamespace(state_dir=tmp_path / "cluster")),
-                           spark_cluster=None, hdfs=None)
+                           spark_cluster=None, hdfs=None, yarn=None)
     with pytest.raises(EnvironmentProblem, match=f"only 1,900 MB left on the disk of {tmp_path / 'cluster'}: the soak"
                                                  " stops before its brokers, HDFS and Spark run out of space"):
         runner.Soak._check_disk(soak)

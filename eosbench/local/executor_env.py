@@ -101,8 +101,10 @@ def spark_submit_command(environment: ExecutorEnvironment, master: str, jars: li
     """The spark-submit command that runs the job on `master` with the packed environment, `jars` and `conf`."""
     from eosbench.local.spark_cluster import spark_home
 
-    return [str(spark_home() / "bin" / "spark-submit"), "--master", master,
-            "--archives", environment.archives_entry,
+    # YARN's settings (yarn_client_conf) ship the archive by spark.yarn.dist.archives, and --archives
+    # would add it a second time (spark.archives), which the YARN client refuses.
+    archives = [] if "spark.yarn.dist.archives" in (conf or {}) else ["--archives", environment.archives_entry]
+    return [str(spark_home() / "bin" / "spark-submit"), "--master", master, *archives,
             "--conf", f"spark.pyspark.python={EXECUTOR_PYTHON}",
             "--conf", f"spark.pyspark.driver.python={environment.driver_python}",
             *[part for key, value in (conf or {}).items() for part in ("--conf", f"{key}={value}")],

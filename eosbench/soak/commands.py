@@ -41,9 +41,13 @@ def add_soak_parser(commands) -> None:
                            " and verifier connect with it (default: the cluster's own settings, the admin's with"
                            " --security sasl-ssl)")
     soak.add_argument("--master", default=defaults.master,
-                      help="Spark master: local[2,4] (default) or spark://127.0.0.1:7077 (`eosbench cluster start`)")
+                      help="Spark master: local[2,4] (default), spark://127.0.0.1:7077 (`eosbench cluster start`)"
+                           " or yarn (client mode, on a running `eosbench yarn start`)")
     soak.add_argument("--spark-state-dir", type=Path, help="with a spark:// master: the `eosbench cluster` folder"
                       " (default: ~/.cache/eosbench/spark-cluster)")
+    soak.add_argument("--yarn-state-dir", type=Path, metavar="DIR",
+                      help="with --master yarn: the `eosbench yarn start` whose YARN to run on (default:"
+                           " $HADOOP_CONF_DIR's YARN if set, else the one in ~/.cache/eosbench/yarn)")
     soak.add_argument("--seed", type=int, default=0, help="seeds the producer and the fault order")
     soak.add_argument("--throughput", type=float, default=defaults.throughput, help="records/s the producer offers")
     soak.add_argument("--records-per-transaction", type=positive_int, default=defaults.records_per_transaction,
@@ -83,7 +87,7 @@ def add_soak_parser(commands) -> None:
                            " default: ~/.cache/eosbench/s3)")
     soak.add_argument("--s3a-config", type=Path, metavar="FILE",
                       help="with --checkpoint s3a://… on another store: S3A's fs.s3a.* settings, as `eosbench stream"
-                           " --s3a-config` (no restart-s3 then)")
+                           " --s3a-config` (no restart-s3 then; default: the local S3's s3a.properties)")
     soak.add_argument("--max-faults", type=positive_int,
                       help="end after this many faults, or at --duration if that comes first (default: no limit)")
 
@@ -101,7 +105,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
     options = SoakOptions(
         duration_s=args.duration, faults=faults, pipeline=args.pipeline, txn_scope=args.txn_scope, trigger=args.trigger,
         brokers=args.brokers, port=args.port, state_dir=args.state_dir, master=args.master,
-        spark_state_dir=args.spark_state_dir, seed=args.seed,
+        spark_state_dir=args.spark_state_dir, yarn_state_dir=args.yarn_state_dir, seed=args.seed,
         throughput=args.throughput, records_per_transaction=args.records_per_transaction,
         abort_ratio=args.transaction_abort_ratio, partitions=args.partitions, gate_records=args.gate_records,
         max_offsets_per_trigger=args.max_offsets_per_trigger,

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from eosbench.local.hdfs import LocalHdfs
     from eosbench.local.s3 import LocalS3
     from eosbench.local.spark_cluster import StandaloneCluster
+    from eosbench.local.yarn import Container, LocalYarn
     from eosbench.soak.pipeline import Pipeline
     from eosbench.soak.progress import ProgressSampler
 
@@ -45,6 +46,7 @@ class SoakUnderFaults(Protocol):
     spark_cluster: StandaloneCluster | None
     hdfs: LocalHdfs | None
     s3: LocalS3 | None
+    yarn: LocalYarn | None
     pipeline: Pipeline
     sampler: ProgressSampler | None
 
@@ -155,6 +157,33 @@ def checkpoint_on_soak_s3(options: SoakOptions) -> None:
                        f" --s3a-config {options.s3a_config} names")
 
 
+def needs_yarn_master(options: SoakOptions) -> None:
+    """Refuse a fault of YARN's containers or daemons unless the stream runs on YARN."""
+    if options.master != "yarn":
+        raise BadInput(f"--faults {' and '.join(kind for kind in YARN_FAULTS if kind in options.faults)} needs"
+                       f" --master yarn (see `eosbench yarn start`), and this soak runs --master {options.master}")
+
+
+def executor_containers(soak: SoakUnderFaults) -> list[Container]:
+    """The running executor containers of the stream's YARN application, the newest application's if several run.
+
+    A restarted driver submits a new application while its predecessor's containers may still be
+    winding down; application ids grow with each submission. The AM is each attempt's container 1.
+    """
+    running = [c for c in soak.yarn.containers() if c.state == "RUNNING"] if soak.yarn else []
+    if not running:
+        return []
+    newest = max((c.application_id for c in running), key=lambda app: tuple(int(n) for n in app.split("_")[1:]))
+    return [c for c in running if c.application_id == newest and not c.id.endswith("_000001")]
+
+
+def executor_pids(soak: SoakUnderFaults) -> list[int]:
+    """The executor JVMs' pids: a standalone cluster's, or the stream's YARN executor containers'."""
+    if soak.spark_cluster:
+        return soak.spark_cluster.executor_pids()
+    return [pid for container in executor_containers(soak) for pid in soak.yarn.container_pids(container.id)]
+
+
 @fault_kind("kill-driver")
 def kill_driver(soak: SoakUnderFaults, occurrence: int) -> str:
     """SIGKILL the Spark driver and its session (java-copier: one copier, in turn), then restart it."""
@@ -175,15 +204,13 @@ def has_an_executor_to_kill(options: SoakOptions) -> None:
 
 @fault_kind("kill-executor", check=has_an_executor_to_kill, spark_only=True)
 def kill_executor(soak: SoakUnderFaults, occurrence: int) -> str:
-    """SIGKILL where tasks run: on a standalone cluster alternately an executor JVM and a Python worker."""
-    spark_cluster = soak.spark_cluster
-    if spark_cluster and occurrence % 2 == 0:
-        executors = spark_cluster.executor_pids()
-        if executors:
-            send_signal(executors[0], signal.SIGKILL)
-            return f"SIGKILL executor JVM pid {executors[0]}"
+    """SIGKILL where tasks run: on a standalone cluster or YARN alternately an executor JVM and a Python worker."""
+    executors = executor_pids(soak)
+    if executors and occurrence % 2 == 0:
+        send_signal(executors[0], signal.SIGKILL)
+        return f"SIGKILL executor JVM pid {executors[0]}"
     # Local mode (or odd rounds on a cluster): a Python worker forked by pyspark.daemon.
-    roots = [soak.pipeline.stream.pid] + (spark_cluster.executor_pids() if spark_cluster else [])
+    roots = [soak.pipeline.stream.pid] + executors
     workers = [pid for root in roots if root for pid in descendants(root) if "pyspark.daemon" in command_line(pid)]
     forked = [pid for pid in workers if (proc_stat(pid) or (0, 0, 0))[2] in workers]
     target = (forked or workers or [None])[-1]
@@ -267,7 +294,39 @@ def restart_s3(soak: SoakUnderFaults, occurrence: int) -> str:
     return f"SIGKILL S3 server pid {pid}; restarted after {pause_s:g} s, its objects kept"
 
 
+@fault_kind("kill-container", check=needs_yarn_master, spark_only=True)
+def kill_container(soak: SoakUnderFaults, occurrence: int) -> str:
+    """SIGKILL one executor container's JVM of the stream's YARN application (never the AM, container 1).
+
+    The driver loses that executor and retries its tasks elsewhere; the AM hears from the
+    NodeManager that the container exited and asks the ResourceManager for a replacement.
+    """
+    containers = executor_containers(soak)
+    if not containers:
+        return "no executor container was running; nothing killed"
+    container = containers[occurrence % len(containers)]
+    pids = soak.yarn.kill_container(container.id)
+    return f"SIGKILL executor container {container.id} (pid {', '.join(map(str, pids))}); YARN asked for a replacement"
+
+
+@fault_kind("restart-nodemanager", check=needs_yarn_master, spark_only=True)
+def restart_nodemanager(soak: SoakUnderFaults, occurrence: int) -> str:
+    """SIGKILL the YARN NodeManager and every container process (the AM and all executors), restart it after a short seeded pause.
+
+    The driver runs outside YARN (client mode) and lives on. The restarted NodeManager registers
+    afresh, the ResourceManager reports the lost containers and starts a new AM attempt, which
+    asks for new executors: the driver carries on with them. Once the application is out of AM
+    attempts (yarn.resourcemanager.am.max-attempts, 2), the ResourceManager fails it instead, the
+    driver's SparkContext stops and it exits; the soak restarts the stream from its checkpoint.
+    """
+    pause_s = round(random.Random(f"{soak.options.seed}:restart-nodemanager:{occurrence}").uniform(1.0, 5.0), 1)
+    pid = soak.yarn.restart_nodemanager(pause_s)
+    return f"SIGKILL YARN NodeManager pid {pid} and its containers; restarted after {pause_s:g} s"
+
+
 FAULT_KINDS = tuple(FAULTS)
+# The kinds that break YARN itself: they need the local YARN of `eosbench yarn start`.
+YARN_FAULTS = ("kill-container", "restart-nodemanager")
 
 
 def default_faults(pipeline: str) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -26,6 +26,7 @@ class SoakOptions:
     state_dir: Path | None = None
     master: str = "local[2,4]"
     spark_state_dir: Path | None = None  # the standalone cluster's folder, for kill-worker and executors
+    yarn_state_dir: Path | None = None  # with --master yarn: the `eosbench yarn` folder (else as `stream` finds YARN)
     seed: int = 0
     throughput: float = 400.0
     records_per_transaction: int = 200
@@ -115,6 +116,8 @@ class SoakOptions:
             raise BadInput(validation_error_line(invalid)) from None
         if self.realtime:
             self._check_realtime()
+        if self.yarn_state_dir and self.master != "yarn":
+            raise BadInput(f"--yarn-state-dir names the YARN of --master yarn, and this soak runs --master {self.master}")
         if self.duration_s <= 0:
             raise BadInput("--duration must be positive")
         cluster_ports = {port: f"{role} of node {node.node_id}"

@@ -1,8 +1,8 @@
 """The pipeline under soak: the seeded producer feeding the streaming job, each a supervised child.
 
 The producer is `eosbench produce --resume` and the stream is `spark-submit streaming/job.py` (local
-or standalone master; on a standalone cluster the executors run from `eosbench package`'s archive,
-as they would on a user's cluster); each runs in its own session, so that a fault kills exactly that process and
+or standalone master, or YARN in client mode; on a cluster the executors run from `eosbench package`'s
+archive, as they would on a user's cluster, and on YARN with `eosbench stream --master yarn`'s settings); each runs in its own session, so that a fault kills exactly that process and
 its descendants, and is restarted whenever it dies. With `--pipeline java-copier` Kafka's own
 TransactionalMessageCopier takes the stream's place, one supervised child per input partition
 (`copier-<partition>`), as in Kafka's transactions system test: its group is the app id and its
@@ -28,10 +28,11 @@ from conf.client_log import CLIENT_LOG
 from conf.settings import console_log4j_config
 from conf.stream_settings import checkpoint_uri
 from eosbench.console.errors import EnvironmentProblem
-from eosbench.local.executor_env import executor_environment, spark_submit_command
+from eosbench.local.executor_env import executor_environment, ships_environment, spark_submit_command
 from eosbench.local.jars import resolve_bundle, transactional_copier_command
 from eosbench.local.processes import Child
 from eosbench.local.s3 import render_properties, s3a_checkpoint_session, write_private
+from eosbench.local.spark import cluster_spark_conf
 from eosbench.local.spark_cluster import StandaloneCluster
 from eosbench.soak.options import SoakOptions
 from streaming import job
@@ -60,14 +61,21 @@ class Pipeline:
         self.driver_scratch = output_dir / "spark-local"
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
         self.producer = Child("producer", output_dir / "logs", env)
-        self.stream = Child("stream", output_dir / "logs", env)
         self.copiers = ([Child(f"copier-{partition}", output_dir / "logs", env) for partition in range(options.partitions)]
                         if options.pipeline == "java-copier" else [])
-        self.stages = self.copiers or [self.stream]  # what copies input to output, one child or one per partition
         # An s3a:// checkpoint adds hadoop-aws, its SDK and the checkpoint file manager.
         self._spark_jars = [*resolve_bundle("spark"), *(resolve_bundle("s3a") if options.s3_checkpoint else [])]
+        on_cluster = ships_environment(options.master) and options.pipeline == "spark"
         # Built once per soak (or taken from the cache): every relaunch of the stream ships the same archive.
-        self._environment = executor_environment() if spark_cluster and options.pipeline == "spark" else None
+        self._environment = executor_environment() if on_cluster else None
+        # On YARN, what `eosbench stream --master yarn` sets: it also puts HADOOP_CONF_DIR into this
+        # process's environment and takes PYTHONPATH out, so the stream's env is read after it (the
+        # producer's before: it runs this process's code, not the archive's).
+        self._yarn_conf = (cluster_spark_conf("yarn", {}, options.yarn_state_dir)
+                           if on_cluster and options.master == "yarn" else None)
+        stream_env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"} if self._yarn_conf else env
+        self.stream = Child("stream", output_dir / "logs", stream_env)
+        self.stages = self.copiers or [self.stream]  # what copies input to output, one child or one per partition
         self._supervised = {"producer", *(child.name for child in self.stages)}
         self._deaths: dict[str, list[tuple[float, int]]] = {}
 
@@ -101,6 +109,14 @@ class Pipeline:
                   "--conf", f"spark.local.dir={self.driver_scratch}",
                   "--driver-java-options",
                   f"-Dlog4j2.configurationFile={console_log4j_config()} -Djava.io.tmpdir={self.driver_scratch}"]
+        if self._yarn_conf:
+            executors = {**self._yarn_conf, "spark.executor.memory": "512m", "spark.executor.instances": "2",
+                         # Every kill-container and kill-executor is an executor failure, and Spark
+                         # fails the application at spark.executor.maxNumFailures (4 with 2
+                         # executors) counted over its whole life: a long soak counts recent ones only.
+                         "spark.executor.failuresValidityInterval": "10m"}
+            command = spark_submit_command(self._environment, o.master, self._spark_jars, job_arguments, executors)
+            return [command[0], *driver, *command[1:]]
         if self._environment:
             executors = {"spark.executor.memory": "512m", "spark.cores.max": str(self.spark_cluster.settings.workers),
                          # An executor fetches the archive into a java.io.tmpdir folder that only its

@@ -3,7 +3,7 @@
 The method follows Kafka's transaction system tests (a copier per input partition, clean and
 hard bounces, read_committed checks for duplicates and losses) and Jepsen's Kafka workload
 (lost writes, duplicates, aborted reads). The seeded producer (`eosbench produce --resume`)
-feeds the streaming job (`spark-submit streaming/job.py`, local or standalone master); each
+feeds the streaming job (`spark-submit streaming/job.py`, local or standalone master, or YARN); each
 runs as a supervised child in its own session and is restarted whenever it dies.
 
 One round:
@@ -36,14 +36,15 @@ from confluent_kafka import KafkaException
 from conf.client_config import ClientConfig, Connection
 from conf.failures import kafka_reason
 from conf.settings import ClusterSettings, SparkClusterSettings
-from eosbench.console.errors import EnvironmentProblem, classify_failure
+from eosbench.console.errors import BadInput, EnvironmentProblem, classify_failure
 from eosbench.local.broker import LocalCluster
 from eosbench.local.hdfs import LocalHdfs
 from eosbench.local.kafka_admin import create_topic
 from eosbench.local.s3 import LocalS3
 from eosbench.local.processes import Child
 from eosbench.local.spark_cluster import StandaloneCluster
-from eosbench.soak.faults import FAULTS, refuse_unrunnable_faults
+from eosbench.local.yarn import LocalYarn, yarn_target
+from eosbench.soak.faults import FAULTS, YARN_FAULTS, refuse_unrunnable_faults
 from eosbench.soak.live_verify import LiveVerifier
 from eosbench.soak.metrics import SoakMetrics
 from eosbench.soak.options import SoakOptions
@@ -78,6 +79,7 @@ class Soak:
         self.hdfs = LocalHdfs(options.hdfs_settings) if options.hdfs else None
         s3_settings = options.local_s3  # the server last started from that folder keeps its port
         self.s3 = (LocalS3.from_state_dir(s3_settings.state_dir) or LocalS3(s3_settings)) if s3_settings else None
+        self.yarn = soak_yarn(options)
         self.metrics = SoakMetrics(self.run_id)
         self.report = SoakReport(self.run_id, {k: str(v) for k, v in asdict(options).items()}, time.time())
         self.started = time.monotonic()
@@ -268,11 +270,31 @@ class Soak:
         folders = [self.output_dir, self.cluster.settings.state_dir, Path(tempfile.gettempdir())]
         folders += [self.spark_cluster.settings.state_dir] if self.spark_cluster else []
         folders += [self.hdfs.settings.state_dir] if self.hdfs else []
+        folders += [self.yarn.settings.state_dir] if self.yarn else []
+        folders += [self.s3.settings.state_dir] if self.s3 else []
         for folder in folders:
             free = shutil.disk_usage(folder).free if folder.exists() else MIN_FREE_DISK_BYTES
             if free < MIN_FREE_DISK_BYTES:
                 raise EnvironmentProblem(f"only {free / 1024**2:,.0f} MB left on the disk of {folder}: the soak stops"
                                          " before its brokers, HDFS and Spark run out of space")
+
+
+def soak_yarn(options: SoakOptions) -> LocalYarn | None:
+    """The local YARN a `--master yarn` soak runs on, found as `eosbench stream --master yarn` finds it; None elsewhere.
+
+    Raises EnvironmentProblem (one line) when no YARN runs, and BadInput when a YARN fault is asked
+    of a YARN that is not `eosbench yarn`'s (one named by HADOOP_CONF_DIR alone: no daemon to break).
+    """
+    if options.master != "yarn":
+        return None
+    target = yarn_target(options.yarn_state_dir)  # before the archive is packed: a missing YARN fails in a second
+    if target.local is None:
+        breaks_yarn = [kind for kind in options.faults if kind in YARN_FAULTS]
+        if breaks_yarn:
+            raise BadInput(f"--faults {breaks_yarn[0]} breaks the local YARN of `eosbench yarn start`, and this soak"
+                           f" runs on HADOOP_CONF_DIR={target.conf_dir}'s: add --yarn-state-dir")
+        return None
+    return LocalYarn(target.local)
 
 
 def _clock(seconds: float) -> str:

@@ -370,7 +370,7 @@ def test_the_soak_stops_in_one_line_before_the_disk_is_full(monkeypatch, tmp_pat
     monkeypatch.setattr(runner.shutil, "disk_usage", lambda folder: usage(0, 0, free.get(folder, 50 * 1024**3)))
     (tmp_path / "cluster").mkdir()
     soak = SimpleNamespace(output_dir=tmp_path, cluster=SimpleNamespace(settings=SimpleNamespace(state_dir=tmp_path / "cluster")),
-                           spark_cluster=None, hdfs=None)
+                           spark_cluster=None, hdfs=None, yarn=None, s3=None)
     with pytest.raises(EnvironmentProblem, match=f"only 1,900 MB left on the disk of {tmp_path / 'cluster'}: the soak"
                                                  " stops before its brokers, HDFS and Spark run out of space"):
         runner.Soak._check_disk(soak)
@@ -450,6 +450,70 @@ def test_restart_hdfs_kills_the_namenode_and_restarts_it_after_a_pause_seeded_by
     assert pauses[0] == pauses[2] and len({pauses[0], pauses[1], pauses[3]}) == 3
     assert all(1.0 <= pause <= 5.0 for pause in pauses)
     assert details[0] == f"SIGKILL HDFS NameNode pid 4242; restarted after {pauses[0]:g} s"
+
+
+def test_yarn_faults_kill_an_executor_container_never_the_am_and_restart_the_nodemanager_after_a_seeded_pause():
+    from eosbench.local.yarn import Container
+
+    killed, pauses = [], []
+
+    class FakeYarn:
+        def containers(self):
+            # An older application's executor winds down while the restarted driver's runs.
+            return [Container(f"container_1_000{app}_01_00000{n}", f"application_1_000{app}", state, 1024, 1)
+                    for app, n, state in ((1, 2, "RUNNING"), (2, 1, "RUNNING"), (2, 2, "RUNNING"), (2, 3, "RUNNING"),
+                                          (2, 4, "LOCALIZING"))]
+
+        def kill_container(self, container_id):
+            killed.append(container_id)
+            return [4000 + len(killed)]
+
+        def restart_nodemanager(self, pause_s):
+            pauses.append(pause_s)
+            return 4242
+
+    soak = SimpleNamespace(options=SoakOptions(duration_s=60, faults=("kill-container",), master="yarn", seed=3),
+                           yarn=FakeYarn(), spark_cluster=None)
+    details = [FAULTS["kill-container"].inject(soak, occurrence) for occurrence in range(3)]
+    assert killed == ["container_1_0002_01_000002", "container_1_0002_01_000003", "container_1_0002_01_000002"]
+    assert details[0] == ("SIGKILL executor container container_1_0002_01_000002 (pid 4001); YARN asked for a"
+                          " replacement")
+    assert FAULTS["restart-nodemanager"].inject(soak, 0) == \
+        f"SIGKILL YARN NodeManager pid 4242 and its containers; restarted after {pauses[0]:g} s"
+    FAULTS["restart-nodemanager"].inject(soak, 0)
+    assert pauses[0] == pauses[1] and 1.0 <= pauses[0] <= 5.0
+    assert FAULTS["kill-container"].spark_only and FAULTS["restart-nodemanager"].spark_only
+    soak.yarn = SimpleNamespace(containers=lambda: [])
+    assert FAULTS["kill-container"].inject(soak, 0) == "no executor container was running; nothing killed"
+
+
+def test_a_yarn_soaks_stream_is_spark_submit_on_yarn_with_the_streams_settings_and_no_pythonpath(monkeypatch, tmp_path):
+    from eosbench.soak import pipeline as soak_pipeline
+
+    monkeypatch.setattr(soak_pipeline, "resolve_bundle", lambda _name: [Path("/jars/spark-sql-kafka.jar")])
+    monkeypatch.setattr(soak_pipeline, "executor_environment", lambda: SimpleNamespace(
+        archives_entry="env.tar.gz#environment", driver_python="/env/bin/python", job_file="/env/job.py"))
+    asked = []
+
+    def cluster_spark_conf(master, conf, yarn_state_dir):
+        asked.append((master, yarn_state_dir))
+        monkeypatch.setenv("HADOOP_CONF_DIR", "/yarn/conf")
+        monkeypatch.delenv("PYTHONPATH", raising=False)
+        return {"spark.yarn.dist.archives": "env.tar.gz#environment", **conf}
+    monkeypatch.setattr(soak_pipeline, "cluster_spark_conf", cluster_spark_conf)
+    monkeypatch.setenv("PYTHONPATH", "/src")
+    launched: list[list[str]] = []
+    monkeypatch.setattr(soak_pipeline.Child, "start", lambda child, command: launched.append(command))
+    options = SoakOptions(duration_s=60, faults=("kill-container",), master="yarn", yarn_state_dir=tmp_path / "yarn")
+    pipe = soak_pipeline.Pipeline(options, "r1", "127.0.0.1:9092", tmp_path, None)
+    pipe.start(pipe.stream)
+    command = launched[0]
+    assert asked == [("yarn", tmp_path / "yarn")]
+    assert command[command.index("--master") + 1] == "yarn"
+    assert "spark.yarn.dist.archives=env.tar.gz#environment" in command and "/env/job.py" in command
+    assert "--archives" not in command  # the YARN client refuses an archive added twice to its distributed cache
+    assert "PYTHONPATH" not in pipe.stream.env and pipe.stream.env["HADOOP_CONF_DIR"] == "/yarn/conf"
+    assert pipe.producer.env["PYTHONPATH"] == "/src"  # the producer runs the soak's own code
 
 
 def test_a_realtime_soak_streams_in_realtime_mode_and_refuses_what_cannot_run(monkeypatch, tmp_path):

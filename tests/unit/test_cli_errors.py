@@ -108,6 +108,13 @@ def test_broker_unreachable(command):
         (["soak", "--duration", "1m", "--faults", "restart-hdfs", "--hdfs", "--hdfs-port", "18020", "--checkpoint",
           "hdfs://127.0.0.1:8020/soak"], "--faults restart-hdfs needs the checkpoint on the soak's own HDFS"
                                          " (hdfs://127.0.0.1:18020), not --checkpoint hdfs://127.0.0.1:8020/soak"),
+        (["soak", "--duration", "1m", "--faults", "kill-driver,kill-container"],
+         "--faults kill-container needs --master yarn (see `eosbench yarn start`), and this soak runs --master local[2,4]"),
+        (["soak", "--duration", "1m", "--faults", "restart-nodemanager", "--master", "spark://127.0.0.1:7077"],
+         "--faults restart-nodemanager needs --master yarn (see `eosbench yarn start`), and this soak runs"
+         " --master spark://127.0.0.1:7077"),
+        (["soak", "--duration", "1m", "--yarn-state-dir", "/tmp/no-yarn"],
+         "--yarn-state-dir names the YARN of --master yarn, and this soak runs --master local[2,4]"),
         (["soak", "--duration", "1m", "--checkpoint", "ftp://host/ckpt"], "--checkpoint ftp://host/ckpt: unsupported scheme 'ftp'"),
         (["soak", "--duration", "1m", "--max-faults", "0"], "--max-faults: must be at least 1"),
         (["soak", "--duration", "1m", "--pipeline", "java-copier", "--faults", "kill-driver,delete-checkpoint"],
@@ -151,6 +158,16 @@ def test_broker_unreachable(command):
 def test_bad_input_exits_2(tmp_path: Path, args, fragment):
     completed = run_eosbench(*args, "--state-dir", str(tmp_path)) if args[0] == "broker" else run_eosbench(*args)
     assert_one_line_error(completed, EXIT_BAD_INPUT, fragment)
+
+
+def test_a_yarn_soak_without_a_running_yarn_ends_in_one_line_before_any_broker_starts(tmp_path: Path):
+    # No `eosbench yarn start` ran in the folder: found as `stream --master yarn` finds YARN, and refused as it is.
+    completed = run_eosbench("soak", "--duration", "1m", "--master", "yarn", "--yarn-state-dir", str(tmp_path / "yarn"),
+                             "--faults", "kill-container", "--state-dir", str(tmp_path / "kafka"),
+                             env={"HADOOP_CONF_DIR": ""})
+    assert_one_line_error(completed, EXIT_ENVIRONMENT, "--master yarn needs HADOOP_CONF_DIR or a local YARN",
+                          f"no `eosbench yarn start` ran in {tmp_path / 'yarn'}")
+    assert not (tmp_path / "kafka").exists()
 
 
 def test_status_of_a_cluster_never_started_is_stopped_with_exit_1(tmp_path: Path):

@@ -1,4 +1,4 @@
-"""The benchmarks' commands (`bench writes|produce|spark|latency|streaming|protocol|sweep` and `report`), arguments by handler."""
+"""The benchmarks' commands (`bench writes|produce|spark|latency|checkpoint|streaming|protocol|sweep` and `report`), arguments by handler."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from conf.client_config import COMMAND_CONFIG_HELP
 from conf.stream_settings import INTERVAL
 from conf.workload_settings import DEFAULT_WORKLOAD, packaged_workloads, workload_path
+from eosbench.bench.checkpoint import STORES as CHECKPOINT_STORES
 from eosbench.bench.protocol import ENGINES as PROTOCOL_ENGINES
 from eosbench.console.arguments import (bootstrap_flag, kafka_connection, non_negative_int, positive_float,
                                         positive_int, renamed_flag)
@@ -158,6 +159,26 @@ def add_bench_parser(commands) -> None:
     protocol.add_argument("--output-json", type=Path, metavar="FILE",
                           help="write the report here (default: <results-dir>/protocol-<run id>.json)")
 
+    checkpoint = benches.add_parser("checkpoint", parents=[bootstrap],
+                                    help="the stream's checkpoint writes per batch on the local disk, HDFS and S3,"
+                                         " side by side")
+    checkpoint.add_argument("--records", type=positive_int, default=200_000, help="records in the pre-filled input")
+    checkpoint.add_argument("--partitions", type=positive_int, default=4, help="partitions of the input and outputs")
+    checkpoint.add_argument("--max-offsets-per-trigger", type=positive_int, default=5_000,
+                            help="cap of each batch: the smaller, the more batches and checkpoint writes per record"
+                                 " (default: %(default)s)")
+    checkpoint.add_argument("--rounds", type=positive_int, default=2, help="rounds, store order rotated (default: 2)")
+    checkpoint.add_argument("--stores", nargs="+", choices=CHECKPOINT_STORES, default=list(CHECKPOINT_STORES),
+                            help="the stores to set side by side (default: all three)")
+    checkpoint.add_argument("--hdfs-uri", metavar="URI",
+                            help="the HDFS of the hdfs arm (default: the local `eosbench hdfs`'s, hdfs://127.0.0.1:8020)")
+    checkpoint.add_argument("--s3-bucket", metavar="URI",
+                            help="the bucket of the s3 arm, s3a://NAME (default: the local `eosbench s3`'s, s3a://eosbench)")
+    checkpoint.add_argument("--s3a-config", type=Path, metavar="FILE",
+                            help="S3A's fs.s3a.* settings for the s3 arm, as `eosbench stream --s3a-config`"
+                                 " (default: the local `eosbench s3`'s file)")
+    checkpoint.add_argument("--results-dir", type=Path, default=Path("results"), help="where the PNG and JSON go")
+
     sweep = benches.add_parser("sweep", help="a grid from a workload file, every sink side by side; rows to Delta")
     sweep.add_argument("--workload", type=workload_path, default=DEFAULT_WORKLOAD, metavar="NAME|FILE",
                        help=f"a workload file, or the name of one that ships with eosbench"
@@ -201,6 +222,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         interrupt_on_stop_signals()  # a SIGTERM still puts the transaction.version feature back
         protocol.run(bootstrap, sorted(set(args.sizes)), args.transactions, args.engines, args.results_dir,
                      args.output_json)
+    elif args.bench_command == "checkpoint":
+        from eosbench.bench import checkpoint
+
+        if args.s3_bucket and not args.s3_bucket.startswith("s3a://"):
+            raise BadInput(f"--s3-bucket must be an s3a:// URI, got {args.s3_bucket!r}")
+        checkpoint.run(bootstrap, args.records, args.partitions, args.max_offsets_per_trigger, args.rounds,
+                       list(dict.fromkeys(args.stores)), args.results_dir, args.hdfs_uri, args.s3_bucket, args.s3a_config)
     elif args.bench_command == "latency":
         from eosbench.bench import latency
 

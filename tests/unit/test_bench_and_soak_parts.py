@@ -452,6 +452,41 @@ def test_restart_hdfs_kills_the_namenode_and_restarts_it_after_a_pause_seeded_by
     assert details[0] == f"SIGKILL HDFS NameNode pid 4242; restarted after {pauses[0]:g} s"
 
 
+def test_restart_s3_kills_the_server_and_restarts_it_with_its_objects_after_a_seeded_pause():
+    pauses = []
+
+    class FakeS3:
+        def restart(self, pause_s: float = 0.0, wipe: bool = False) -> int:
+            assert not wipe, "restart-s3 keeps the objects: S3 does not lose what it acknowledged"
+            pauses.append(pause_s)
+            return 5151
+
+    def inject(seed: int, occurrence: int) -> str:
+        soak = SimpleNamespace(options=SoakOptions(duration_s=60, faults=("restart-s3",), seed=seed,
+                                                   checkpoint="s3a://eosbench/soak"), s3=FakeS3())
+        return FAULTS["restart-s3"].inject(soak, occurrence)
+
+    details = [inject(7, 0), inject(7, 1), inject(7, 0)]
+    assert pauses[0] == pauses[2] != pauses[1] and all(1.0 <= pause <= 5.0 for pause in pauses)
+    assert details[0] == f"SIGKILL S3 server pid 5151; restarted after {pauses[0]:g} s, its objects kept"
+
+
+def test_the_checkpoint_bench_sums_the_two_log_writes_and_sets_each_store_beside_the_local_disk():
+    from eosbench.bench.checkpoint import checkpoint_ms, store_roots, summarise, table
+
+    assert checkpoint_ms({"walCommit": 12.0, "commitOffsets": 8.0, "addBatch": 900.0}) == 20.0
+    roots = store_roots(Path("results"), "hdfs://127.0.0.1:28020", None)
+    assert roots["hdfs"] == "hdfs://127.0.0.1:28020/eosbench/checkpoint-bench"
+    assert roots["s3"] == "s3a://eosbench/checkpoint-bench" and Path(roots["local"]).is_absolute()
+    rows = [{"store": store, "checkpoint_ms": ms, "walCommit_ms": ms / 2, "commitOffsets_ms": ms / 2,
+             "triggerExecution_ms": 10 * ms} for store, ms in
+            (("local", 10.0), ("s3", 40.0), ("local", 14.0), ("s3", 60.0), ("local", 12.0), ("s3", 50.0))]
+    summary = summarise(rows, ["local", "s3"])
+    assert summary["local"]["checkpoint_ms"] == 12.0 and summary["s3"]["checkpoint_ms"] == 50.0
+    assert summary["s3"]["vs_local"] == 4.17 and summary["local"]["vs_local"] == 1.0
+    assert table(summary)[3] == "| s3 | 50 | 25 | 25 | 500 | 4.17x |"
+
+
 def test_yarn_faults_kill_an_executor_container_never_the_am_and_restart_the_nodemanager_after_a_seeded_pause():
     from eosbench.local.yarn import Container
 

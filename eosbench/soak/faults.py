@@ -285,9 +285,10 @@ def restart_hdfs(soak: SoakUnderFaults, occurrence: int) -> str:
 def restart_s3(soak: SoakUnderFaults, occurrence: int) -> str:
     """SIGKILL the S3 server that holds the checkpoint and restart it after a short seeded pause.
 
-    Every upload in flight fails: a checkpoint write stops the query (the soak restarts the
-    stream, which resumes from the entries whose upload completed), and a partial one is never
-    visible, since an object appears whole at its upload's end or not at all.
+    S3A retries a request that finds no server (fs.s3a.retry.limit times, backing off), so a
+    short outage only stalls the batch; a longer one fails the checkpoint write, the query stops,
+    and the soak restarts the stream from the entries whose upload completed. An entry is never
+    partly there: an object appears whole at its upload's end or not at all.
     """
     pause_s = round(random.Random(f"{soak.options.seed}:restart-s3:{occurrence}").uniform(1.0, 5.0), 1)
     pid = soak.s3.restart(pause_s)

@@ -27,6 +27,7 @@ SPARK_MASTER_PORT, SPARK_UI_PORT = 17077, 18080
 SOAK_HDFS_PORT = 29020  # its NameNode; 29021-29024 its HTTP and DataNode ports
 LOCAL_FAULTS = ("kill-driver", "kill-executor", "pause-broker", "delete-checkpoint", "restart-producer")
 CLUSTER_FAULTS = ("kill-worker", "kill-executor", "restart-hdfs")
+YARN_S3_FAULTS = ("kill-container", "restart-nodemanager", "restart-s3")
 
 
 def run_soak(tmp_path: Path, *flags: str, duration: str, timeout: float) -> dict:
@@ -199,3 +200,30 @@ def test_slot_scope_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_wor
     assert details["kill-worker"].startswith("SIGKILL Spark worker-"), details
     # Each kind's first round; an executor JVM on even rounds, a Python worker on odd ones.
     assert details["kill-executor"].startswith("SIGKILL executor JVM pid"), details
+
+
+@pytest.mark.heavy
+def test_slot_scope_on_yarn_with_its_checkpoint_on_s3_survives_container_nodemanager_and_s3_restarts(
+        tmp_path, yarn_cluster, s3_server):
+    # The YARN setup: the stream under `spark-submit --master yarn` (client mode) on the
+    # session's YARN, slot scope, its checkpoint on the session's S3 through S3A, with one round of
+    # each kind only this setup has. The kinds every setup shares run in the soaks above (their
+    # driver restarts cost YARN a new application, 70-80 s each, past CI's five minutes here).
+    report = run_soak(tmp_path, "--master", "yarn", "--yarn-state-dir", str(yarn_cluster.settings.state_dir),
+                      "--checkpoint", f"{s3_server.settings.bucket_uri}/soak",
+                      "--s3-state-dir", str(s3_server.settings.state_dir), "--txn-scope", "slot", "--partitions", "2",
+                      "--faults", ",".join(YARN_S3_FAULTS), "--gate-records", "600",
+                      "--max-faults", str(len(YARN_S3_FAULTS)), duration="8m", timeout=720)
+    assert_clean(report, tmp_path)
+    assert report["options"]["master"] == "yarn" and report["options"]["txn_scope"] == "slot"
+    details = {fault["kind"]: fault["detail"] for fault in report["faults"]}
+    assert sorted(details) == sorted(YARN_S3_FAULTS), [f["kind"] for f in report["faults"]]
+    assert re.fullmatch(r"SIGKILL executor container container_\S+ \(pid [0-9, ]+\); YARN asked for a replacement",
+                        details["kill-container"]), details
+    assert details["restart-nodemanager"].startswith("SIGKILL YARN NodeManager pid"), details
+    assert details["restart-s3"].endswith("its objects kept"), details
+    # The checkpoint is on S3, kept through the server's restart, in the soak's run folder there.
+    checkpoint = f"{s3_server.settings.bucket_uri}/soak/checkpoint-{report['run_id']}"
+    listed = fs_shell("-ls", "-C", checkpoint, s3a_config=s3_server.settings.credentials_file).stdout.split()
+    assert sorted(listed) == [f"{checkpoint}/{entry}" for entry in ("commits", "metadata", "offsets", "sources")]
+    assert s3_server.status().bucket_answers, "the soak leaves running the S3 it did not start"

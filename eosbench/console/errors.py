@@ -25,6 +25,7 @@ EXIT_CHECK_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_ENVIRONMENT = 3
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a tool the signal killed
 
 
 class BadInput(SettingsError):
@@ -69,6 +70,11 @@ def run_handler(handler: Callable[[argparse.Namespace], int], args: argparse.Nam
     except KeyboardInterrupt:
         print("eosbench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`eosbench … | head`): no error of the command's, so no message,
+        # and the exit a tool killed by SIGPIPE gives; stdout goes nowhere so that its flush at exit is quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except Exception as exc:
         if STOP_REQUESTED.is_set():
             # A stop signal that lands inside a client library's C code comes out as that

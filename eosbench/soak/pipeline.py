@@ -139,7 +139,9 @@ class Pipeline:
         if config is None:
             return []
         _, spark_conf = s3a_checkpoint_session(self.checkpoint, config)
-        properties = self.driver_scratch.parent / "spark-s3a.properties"
+        # In the driver's scratch, which the soak empties before each launch and removes at its end:
+        # the keys are in no file the run's folder keeps.
+        properties = self.driver_scratch / "spark-s3a.properties"
         write_private(properties, render_properties(spark_conf))
         return ["--properties-file", str(properties)]
 

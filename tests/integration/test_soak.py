@@ -227,3 +227,6 @@ def test_slot_scope_on_yarn_with_its_checkpoint_on_s3_survives_container_nodeman
     listed = fs_shell("-ls", "-C", checkpoint, s3a_config=s3_server.settings.credentials_file).stdout.split()
     assert sorted(listed) == [f"{checkpoint}/{entry}" for entry in ("commits", "metadata", "offsets", "sources")]
     assert s3_server.status().bucket_answers, "the soak leaves running the S3 it did not start"
+    secret = s3_server.credentials()[1].encode()
+    kept = [path for path in (tmp_path / "report").rglob("*") if path.is_file() and secret in path.read_bytes()]
+    assert kept == [], "no file the soak leaves holds the S3 secret"

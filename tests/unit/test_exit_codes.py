@@ -13,6 +13,8 @@ import errno
 import inspect
 import pkgutil
 import socket
+import subprocess
+import sys
 from importlib import import_module
 from pathlib import Path
 
@@ -271,3 +273,12 @@ def test_spark_submits_entry_point_ends_a_failed_run_in_one_line(monkeypatch, ca
     # The session main started stops, muted, before the line, so nothing of its shutdown follows
     # it; a caller's own session (a test's, a notebook's) is left running.
     assert stopped == ([] if running_before else ["OFF", "stop"])
+
+
+def test_a_reader_that_went_away_ends_the_command_quietly_with_the_sigpipe_exit():
+    # In a child of its own: the handler points the process's stdout at /dev/null.
+    program = ("import sys; from eosbench.console.errors import run_handler\n"
+               "def handler(args): raise BrokenPipeError(32, 'Broken pipe')\n"
+               "sys.exit(run_handler(handler, None))")
+    completed = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert (completed.returncode, completed.stderr) == (141, "")

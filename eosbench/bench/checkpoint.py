@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -108,11 +109,7 @@ def run(bootstrap: Connection | str, records: int, partitions: int, max_offsets:
 
 def summarise(rows: list[dict], stores: list[str]) -> dict[str, dict]:
     """Each store's median over rounds of each figure, and its checkpoint cost against the local disk's."""
-    def median(values: list[float]) -> float:
-        ordered = sorted(values)
-        middle = len(ordered) // 2
-        return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-    summary = {store: {key: round(median([row[key] for row in rows if row["store"] == store]), 1)
+    summary = {store: {key: round(statistics.median([row[key] for row in rows if row["store"] == store]), 1)
                        for key in ("checkpoint_ms", "walCommit_ms", "commitOffsets_ms", "triggerExecution_ms")}
                for store in stores}
     local = summary.get("local", {}).get("checkpoint_ms")

@@ -137,6 +137,11 @@ def needs_standalone_master(options: SoakOptions) -> None:
         raise BadInput("--faults kill-worker needs a standalone master (--master spark://…, see `eosbench cluster start`)")
 
 
+def seeded_pause_s(soak: SoakUnderFaults, kind: str, occurrence: int) -> float:
+    """How long a restarting kind leaves its daemon down: 1-5 s, the same for one seed, kind and occurrence."""
+    return round(random.Random(f"{soak.options.seed}:{kind}:{occurrence}").uniform(1.0, 5.0), 1)
+
+
 def checkpoint_on_soak_hdfs(options: SoakOptions) -> None:
     """Refuse restart-hdfs unless the checkpoint is on the HDFS the soak runs (--hdfs)."""
     uri = options.hdfs_settings.uri
@@ -276,7 +281,7 @@ def restart_hdfs(soak: SoakUnderFaults, occurrence: int) -> str:
     The driver's next checkpoint write fails (or waits out the outage): the query stops and the
     soak restarts the stream, which resumes from the checkpoint the NameNode replayed.
     """
-    pause_s = round(random.Random(f"{soak.options.seed}:restart-hdfs:{occurrence}").uniform(1.0, 5.0), 1)
+    pause_s = seeded_pause_s(soak, "restart-hdfs", occurrence)
     pid = soak.hdfs.restart_namenode(pause_s)
     return f"SIGKILL HDFS NameNode pid {pid}; restarted after {pause_s:g} s"
 
@@ -290,7 +295,7 @@ def restart_s3(soak: SoakUnderFaults, occurrence: int) -> str:
     and the soak restarts the stream from the entries whose upload completed. An entry is never
     partly there: an object appears whole at its upload's end or not at all.
     """
-    pause_s = round(random.Random(f"{soak.options.seed}:restart-s3:{occurrence}").uniform(1.0, 5.0), 1)
+    pause_s = seeded_pause_s(soak, "restart-s3", occurrence)
     pid = soak.s3.restart(pause_s)
     return f"SIGKILL S3 server pid {pid}; restarted after {pause_s:g} s, its objects kept"
 
@@ -320,7 +325,7 @@ def restart_nodemanager(soak: SoakUnderFaults, occurrence: int) -> str:
     attempts (yarn.resourcemanager.am.max-attempts, 2), the ResourceManager fails it instead, the
     driver's SparkContext stops and it exits; the soak restarts the stream from its checkpoint.
     """
-    pause_s = round(random.Random(f"{soak.options.seed}:restart-nodemanager:{occurrence}").uniform(1.0, 5.0), 1)
+    pause_s = seeded_pause_s(soak, "restart-nodemanager", occurrence)
     pid = soak.yarn.restart_nodemanager(pause_s)
     return f"SIGKILL YARN NodeManager pid {pid} and its containers; restarted after {pause_s:g} s"
 

@@ -115,14 +115,13 @@ class Pipeline:
                          # fails the application at spark.executor.maxNumFailures (4 with 2
                          # executors) counted over its whole life: a long soak counts recent ones only.
                          "spark.executor.failuresValidityInterval": "10m"}
-            command = spark_submit_command(self._environment, o.master, self._spark_jars, job_arguments, executors)
-            return [command[0], *driver, *command[1:]]
-        if self._environment:
+        elif self._environment:
             executors = {"spark.executor.memory": "512m", "spark.cores.max": str(self.spark_cluster.settings.workers),
                          # An executor fetches the archive into a java.io.tmpdir folder that only its
                          # shutdown hook removes, which a SIGKILL skips: in its own work folder (its
                          # cwd), the worker's cleanup of the application's folder takes it too.
                          "spark.executor.extraJavaOptions": "-Djava.io.tmpdir=."}
+        if self._environment:
             command = spark_submit_command(self._environment, o.master, self._spark_jars, job_arguments, executors)
             return [command[0], *driver, *command[1:]]
         return [str(Path(sys.executable).parent / "spark-submit"), "--master", o.master,

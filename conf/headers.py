@@ -4,8 +4,12 @@
 are on every sink's records. The transactional sink adds one more, `eos.txn`, with its
 transaction's identity and size:
 
-    eos.txn = <input partition>:<batch>:<attempt token>:<records>
+    eos.txn = <pipeline>:<input partition>:<batch>:<attempt token>:<records>
 
+- `<pipeline>` is the sink's app id (its consumer group), so that a reader of an output topic
+  that other pipelines write too can count this pipeline's records alone
+  (`--starting-offsets output`); it may itself hold `:`, since the other fields are read from the
+  right, and a value written before the field existed has four fields and no pipeline;
 - `<input partition>` is the input partition the transaction covers (`*` in batch scope, where
   one transaction covers them all) and `<batch>` the micro-batch id;
 - `<attempt token>`, 60 random bits in hex, is drawn afresh for every attempt. It is what makes
@@ -36,10 +40,10 @@ TXN_HEADER = "eos.txn"
 BATCH_SCOPE_PARTITION = "*"
 
 
-def transaction_identity(covered: int | str | None, batch_id: int) -> bytes:
-    """A new identity for one attempt of a transaction: its partition, `slot<k>`, or None for batch scope."""
+def transaction_identity(pipeline: str, covered: int | str | None, batch_id: int) -> bytes:
+    """A new identity for one attempt of a pipeline's transaction: its partition, `slot<k>`, or None for batch scope."""
     covered = BATCH_SCOPE_PARTITION if covered is None else covered
-    return f"{covered}:{batch_id}:{secrets.randbits(60):015x}".encode()
+    return f"{pipeline}:{covered}:{batch_id}:{secrets.randbits(60):015x}".encode()
 
 
 def txn_header(identity: bytes, records: int) -> tuple[str, bytes]:
@@ -51,3 +55,9 @@ def read_txn_header(value: bytes) -> tuple[bytes, int, int]:
     """(identity, attempt token, records) from an `eos.txn` value; the token is the integer a verifier keeps."""
     identity, records = value.rsplit(b":", 1)
     return identity, int(identity.rsplit(b":", 1)[1], 16), int(records)
+
+
+def txn_pipeline(value: bytes) -> bytes | None:
+    """The pipeline (app id) an `eos.txn` value names; None for a value written before it named one."""
+    fields = value.rsplit(b":", 4)
+    return fields[0] if len(fields) == 5 else None

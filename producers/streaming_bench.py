@@ -129,7 +129,7 @@ class StreamingBench:
         offsets = [TopicPartition(self.input_topic, p, end) for p, end in sorted(ends.items())]
         headers = None
         if self.marking:
-            identity = transaction_identity(None, self._units_begun)
+            identity = transaction_identity(self.group_id, None, self._units_begun)
             headers = [txn_header(identity, len(records))]
         self._units_begun += 1
         started = time.perf_counter_ns()

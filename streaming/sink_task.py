@@ -216,7 +216,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             kept_slices = [sizing.kept_records(records, keep_from) for records, keep_from in chosen]
             results = [_process(plan, records) for records in kept_slices]
             covered = {"partition": next(iter(to_commit))[1], "slot": f"slot{slot}"}.get(plan.txn_scope)
-            identity = transaction_identity(covered, plan.batch_id)
+            identity = transaction_identity(plan.app_id, covered, plan.batch_id)
             txn_headers = _transaction_headers(plan, identity, results)
             token = new_commit_token()
             tag = offset_tag(plan.txn_scope, plan.input_partitions, token,

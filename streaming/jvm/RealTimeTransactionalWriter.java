@@ -281,7 +281,7 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
     }
 
     private void commitOnce() {
-        String identity = partition + ":" + epoch + ":" + String.format("%015x", RANDOM.nextLong() >>> 4);
+        String identity = appId + ":" + partition + ":" + epoch + ":" + String.format("%015x", RANDOM.nextLong() >>> 4);
         byte[][] results = new byte[kept.size()][];
         boolean[] poison = new boolean[kept.size()];
         int dead = 0;
@@ -291,8 +291,8 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
             results[i] = poison[i] ? record.value() : transform(process, record.key(), record.value());
             dead += poison[i] ? 1 : 0;
         }
-        byte[] outTxn = (identity + ":" + (kept.size() - dead)).getBytes(StandardCharsets.US_ASCII);
-        byte[] deadTxn = (identity + ":" + dead).getBytes(StandardCharsets.US_ASCII);
+        byte[] outTxn = (identity + ":" + (kept.size() - dead)).getBytes(StandardCharsets.UTF_8);
+        byte[] deadTxn = (identity + ":" + dead).getBytes(StandardCharsets.UTF_8);
         Integer where = inputPartitioned ? partition : null;
         producer.beginTransaction();
         for (int i = 0; i < kept.size(); i++) {

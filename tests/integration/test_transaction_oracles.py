@@ -210,7 +210,7 @@ def test_verify_catches_a_planted_torn_transaction_and_a_reordered_pair(bootstra
     source, sink = new_topic(), new_topic()
     transaction(transactional_producer(bootstrap, f"{source}.tx"), source, range(6))  # offsets 0-5
     writer = transactional_producer(bootstrap, f"{sink}.planted")
-    whole, torn, reordering = (transaction_identity(0, batch) for batch in (0, 1, 2))
+    whole, torn, reordering = (transaction_identity("planted", 0, batch) for batch in (0, 1, 2))
     for identity, declared, offsets in ((whole, 2, (0, 1)), (torn, 3, (2, 3)), (reordering, 2, (5, 4))):
         writer.begin_transaction()
         for offset in offsets:

@@ -52,7 +52,7 @@ def test_any_key_and_a_tombstone_stream_through_and_a_wrong_value_or_a_good_dead
     commit(bootstrap, f"{source}.late", [(source, key, value, []) for key, value in late])
     written = read_index(bootstrap, source, "read_committed", with_src=False)
     at = dict(zip(written.seq.tolist(), written.offset.tolist()))
-    identity = transaction_identity(0, 999)
+    identity = transaction_identity("planted", 0, 999)
     commit(bootstrap, f"{sink}.planted", [
         (sink, b"9000", b"not what checksum makes", [(SRC_HEADER, f"{source}:0:{at[9000]}".encode()),
                                                     (IN_TS_HEADER, b"0"), txn_header(identity, 1)]),

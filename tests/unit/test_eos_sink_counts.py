@@ -146,7 +146,7 @@ def test_every_record_names_its_attempt_and_the_attempts_size_in_its_topic(clust
     identities = [{h["eos.txn"].rsplit(b":", 1)[0] for h in attempt} for attempt in (first, second)]
     assert len(identities[0]) == len(identities[1]) == 1 and identities[0] != identities[1], "a retry is a new identity"
     for (identity,) in identities:
-        assert identity.decode().split(":")[:2] == ["0", "7"] and len(identity.decode().split(":")[2]) == 15
+        assert identity.decode().split(":")[:3] == ["app", "0", "7"] and len(identity.decode().split(":")[3]) == 15
     sizes = {(topic, headers["eos.txn"].rsplit(b":", 1)[1]) for topic, headers in cluster.producers[1].sent_headers}
     assert sorted(sizes) == [("out", b"7"), ("out.dlq", b"1")]
     assert stats["txn"] == identities[1].pop().decode()

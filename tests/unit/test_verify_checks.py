@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conf.headers import read_txn_header, transaction_identity, txn_header
+from conf.headers import read_txn_header, transaction_identity, txn_header, txn_pipeline
 from streaming.topic_index import FOREIGN_SOURCE, POISON_DIGEST, TOMBSTONE_DIGEST
 from streaming.verify import (TopicIndex, VerifyReport, _conclude, _judge, _members, committed_floors,
                               group_offset_mismatches, judge_records, reordered_pairs, sources_by_key,
@@ -63,13 +63,16 @@ def test_interleaved_input_partitions_and_adjacent_duplicates_are_not_reordered(
     assert reordered_pairs(index).tolist() == []
 
 
-def test_each_attempt_has_its_own_identity_naming_partition_and_batch_and_its_size_per_topic():
-    first, second, batch = transaction_identity(2, 9), transaction_identity(2, 9), transaction_identity(None, 9)
-    assert first != second and first.startswith(b"2:9:") and batch.startswith(b"*:9:")
+def test_each_attempt_has_its_own_identity_naming_pipeline_partition_and_batch_and_its_size_per_topic():
+    first, second = transaction_identity("app:x", 2, 9), transaction_identity("app:x", 2, 9)
+    batch = transaction_identity("app:x", None, 9)
+    assert first != second and first.startswith(b"app:x:2:9:") and batch.startswith(b"app:x:*:9:")
     name, value = txn_header(first, 1000)
     assert name == "eos.txn" and value == first + b":1000"
-    assert read_txn_header(value) == (first, int(first.split(b":")[2], 16), 1000)
-    assert int(first.split(b":")[2], 16) < 2 ** 60
+    token = int(first.rsplit(b":", 1)[1], 16)
+    assert read_txn_header(value) == (first, token, 1000) and token < 2 ** 60
+    assert txn_pipeline(value) == b"app:x", "an app id holding ':' is read whole, the other fields from the right"
+    assert txn_pipeline(b"2:9:%015x:1000" % token) is None, "a value written before the pipeline field names none"
 
 
 def headerless(rows: list[tuple]) -> TopicIndex:

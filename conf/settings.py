@@ -614,7 +614,7 @@ class S3Settings(BaseModel):
             "fs.s3a.aws.credentials.provider": S3A_PROVIDER,
             "fs.s3a.access.key": access_key,
             "fs.s3a.secret.key": secret_key,
-            # The SDK signs a bulk delete with x-amz-checksum-crc32, which S3Proxy 2.6.0 refuses (501):
+            # The SDK signs a bulk delete with x-amz-checksum-crc32, which S3Proxy 2.6.0 refused (501):
             # S3A then deletes object by object, as Hadoop's advice for such stores says.
             "fs.s3a.multiobjectdelete.enable": "false",
         }

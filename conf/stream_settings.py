@@ -238,6 +238,11 @@ class StreamSettings(BaseModel):
         """The `kafka.`-prefixed security options of Spark's Kafka source and writer."""
         return self.client_config.spark_kafka_options()
 
+    @property
+    def transaction_timeout_s(self) -> float:
+        """The sink producers' transaction.timeout.ms, in seconds: the longest one of their transactions stays open."""
+        return int(self.producer_config()["transaction.timeout.ms"]) / 1000.0
+
     def producer_config(self) -> dict[str, str]:
         """Client configuration shared by every sink producer (transactional.id is per task).
 

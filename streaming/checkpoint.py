@@ -125,6 +125,23 @@ class CheckpointLog:
             return ends
         return {int(partition): int(start) for partition, start in self.initial_offsets().get(topic, {}).items()}
 
+    def resumed_batch(self, topic: str) -> tuple[int, dict[int, int]] | None:
+        """The batch a query restarted on this checkpoint runs first, and its start offsets; None before any query started.
+
+        The batch after the last one in the commit log starts where that one ended; a batch in
+        the offset log without a commit-log entry runs again from its own start. (Real-time mode
+        writes an epoch's entry in the offset log when the epoch ends, so an epoch cut short is
+        not in it at all, and the next one starts where the last logged one ended.)
+        """
+        logged = self._batch_ids("offsets")
+        if not logged:
+            initial = self.initial_offsets().get(topic)
+            return None if initial is None else (0, {int(p): int(start) for p, start in initial.items()})
+        last = max(logged)
+        if last in self._batch_ids("commits"):
+            return last + 1, self.batch_end_offsets(last, topic)
+        return last, self.batch_start_offsets(last, topic)
+
     def pending_batch(self) -> int | None:
         """The batch a restarted query runs again: the last one in the offset log without a commit-log entry."""
         return pending_batch_of(self._batch_ids("offsets"), self._batch_ids("commits"))

@@ -18,12 +18,19 @@ slot's id in place of the partition's:
   so c, read after Step 1, is still true at commit time, and Step 3 drops what is committed.
 - **A partition that changes slot.** The grouping follows the executors that the Kafka source
   prefers (`slot_groups`; with Spark's own coalesce, also which ranges hold offsets), so a
-  partition can belong to slot k in one batch and slot j in the next, and a restart can change G. A writer of T(k) fenced in batch b cannot commit, but one that no later
-  attempt of T(k) fenced (a previous driver's executor, or a slot id the new map no longer
-  uses) could still commit a partition that T(j) now owns. So every commit records its slot and
-  G in the offset metadata, and the driver runs `init_transactions` on every old and new slot id
-  before any task of a batch runs: at driver start, and whenever a partition's slot differs from
-  the slot of its last commit. A zombie of the old map is then fenced before T(j) reads c.
+  partition can belong to slot k in one batch and slot j in the next, and a restart can change
+  G. A writer of T(k) fenced in batch b cannot commit, but one that no later attempt of T(k)
+  fenced (a previous driver's executor, or a slot id the new map no longer uses) could still
+  commit a partition that T(j) now owns. So every commit records its slot, G and the count of
+  slot ids any run has used in the offset metadata, and the driver runs `init_transactions` on
+  every slot id that count names, and on the old ones, before any task of a batch runs: before
+  its first batch's tasks, and whenever a partition's slot differs from the slot of its last
+  commit. A zombie of the old map is then fenced before T(j) reads c.
+- **A writer of an older run that makes its producer late.** A fence reaches only producers that
+  exist. So before its first fence the driver stamps every partition's offset with its run
+  (`_start_run`), and every slot transaction refuses a partition that a run other than its own
+  (and those before it) committed last (`streaming/sink_guards.py`): a late writer made its
+  producer before the fence and is fenced, or after it and reads the stamp.
 """
 
 from __future__ import annotations
@@ -36,110 +43,26 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from conf.client_log import CLIENT_LOG
-from conf.failures import AuthorizationFailure, EnvironmentFailure, java_authorization_failure
+from conf.failures import AuthorizationFailure, java_authorization_failure
 from conf.stream_settings import StreamSettings
+from streaming import sink_clients as clients
+from streaming.batch_ranges import batch_rdd, planned_ranges, planned_ranges_and_locations
 from streaming.checkpoint import CheckpointLog
 from streaming.interruption import stop_kept_short
+from streaming.output_evidence import settle_timeout_s
 from streaming.process import arrow_columns, source_columns
-from streaming.sink_group import (
-    KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES,
-    CommittedOffset,
-    OffsetKeeper,
-    SinkPreconditionError,
-    brokers_offsets_retention_minutes,
-    check_scope,
-    read_committed_offsets,
-)
-from streaming import sink_clients as clients
 from streaming.sink_clients import group_offsets_of
+from streaming.sink_group import OffsetKeeper, SinkPreconditionError, new_run, offsets_retention_minutes
+from streaming.sink_guards import check_replay_has_its_offsets
+from streaming.sink_start import checked_group, driver_plan, recommit_partitions
 from streaming.sink_task import SINK_LOG, partition_task, run_transaction, slot_task
-from streaming.task_plan import (
-    KEEP_COMMITTED,
-    ExactlyOnceViolation,
-    TaskPlan,
-    slot_transactional_id,
-    transactional_id,
-)
 from streaming.slot_map import default_slots, partitions_changing_slot, slot_groups, slot_map
-from streaming.starting_offsets import first_batch_written_again
+from streaming.starting_offsets import replay_written_again
 from streaming.stats import STATS_SCHEMA, BatchStats
+from streaming.task_plan import KEEP_COMMITTED, ExactlyOnceViolation, TaskPlan, slot_transactional_id, transactional_id
 
 
 # ----------------------------------------------------------------------------- the driver side
-
-
-def batch_rdd(df):
-    """The JVM RDD whose partitions a batch's tasks run on.
-
-    foreachBatch hands over a DataFrame over the micro-batch's own RDD (a LogicalRDD), which is
-    read as it is; planning the DataFrame again would cost tens of milliseconds a batch. Any other
-    DataFrame is planned.
-    """
-    execution = df._jdf.queryExecution()
-    logical = execution.logical()
-    return logical.rdd() if logical.getClass().getSimpleName() == "LogicalRDD" else execution.toRdd()
-
-
-def planned_ranges(df) -> tuple | None:
-    """The Kafka offset range of each Spark partition of a batch, as Spark planned it; None if unknown.
-
-    Read on the driver from the batch's RDD lineage: the DataSourceRDD at its root holds one
-    KafkaBatchInputPartition per Spark partition. Only one-to-one dependencies are followed, so
-    that Spark partition i of anything mapped from `df` reads range i; a shuffle gives None.
-    """
-    planned = _planned_source(df, with_locations=False)
-    return None if planned is None else tuple(entry[:4] for entry in planned)
-
-
-def planned_ranges_and_locations(df) -> tuple[tuple | None, tuple]:
-    """planned_ranges, and the executor the Kafka source prefers for each Spark partition ("" if none)."""
-    planned = _planned_source(df, with_locations=True)
-    if planned is None:
-        return None, ()
-    return tuple(entry[:4] for entry in planned), tuple(entry[4] for entry in planned)
-
-
-def _planned_source(df, with_locations: bool) -> tuple | None:
-    from py4j.protocol import Py4JError
-
-    try:
-        rdd = batch_rdd(df)
-        while rdd.getClass().getSimpleName() != "DataSourceRDD":
-            dependencies = rdd.dependencies()
-            if dependencies.size() != 1 or dependencies.head().getClass().getSimpleName() != "OneToOneDependency":
-                return None
-            rdd = dependencies.head().rdd()
-        planned = []
-        for partition in rdd.partitions():
-            offset_range = partition.inputPartition().get().offsetRange()
-            location = ""
-            if with_locations:
-                preferred = offset_range.preferredLoc()
-                location = preferred.get() if preferred.isDefined() else ""
-            planned.append((offset_range.topic(), offset_range.partition(), offset_range.fromOffset(),
-                            offset_range.untilOffset(), location))
-        return tuple(planned)
-    except Py4JError:  # not a Kafka source, or Spark's classes changed: the tasks refuse
-        return None
-
-
-def _check_dead_letter_topic(client, settings: StreamSettings) -> None:
-    """Refuse a sink whose dead-letter topic is missing or hidden, before any batch.
-
-    Its transactions write poison records there, and the brokers create no topic on demand, so
-    the first poison record would hold its transaction until the producer timed out. `eosbench
-    stream` creates the topic when the principal may; `spark-submit streaming/job.py` asks first.
-    """
-    found = client.list_topics(settings.dead_letter, timeout=30).topics.get(settings.dead_letter)
-    if found is None or found.error is not None:
-        raise EnvironmentFailure(
-            f"dead-letter topic {settings.dead_letter!r} is missing or hidden from this principal; the sink writes"
-            " poison records to it inside its transactions. Create it with the output's partition count, or have"
-            f" an admin run `eosbench acls --app-id {settings.app_id} --principal User:<you> --input-topic"
-            f" {settings.input_topic} --output-topic {settings.output_topic}"
-            f"{f' --dead-letter-topic {settings.dead_letter_topic}' if settings.dead_letter_topic else ''}"
-            " --apply --command-config ADMIN.properties`, which creates it with the pipeline's ACLs")
 
 
 def _refusal_in(exc: Exception) -> Exception | None:
@@ -157,41 +80,6 @@ def _refusal_in(exc: Exception) -> Exception | None:
     return java_authorization_failure(text)
 
 
-def _check_output_partitions(client, settings: StreamSettings, input_partitions: int) -> None:
-    """Refuse `--output-partitioning input` when the output or dead-letter topic has fewer partitions than the input."""
-    for topic in (settings.output_topic, settings.dead_letter):
-        found = client.list_topics(topic, timeout=30).topics.get(topic)
-        count = len(found.partitions) if found is not None and found.error is None else 0
-        if count < input_partitions:
-            raise SinkPreconditionError(
-                f"--output-partitioning input sends each record to the partition numbered as its input's, but"
-                f" {topic!r} has {count} partitions for {settings.input_topic!r}'s {input_partitions}; add"
-                f" partitions to it (kafka-topics --alter --partitions {input_partitions}) or use"
-                " --output-partitioning key")
-
-
-def checked_group(settings: StreamSettings) -> tuple[object, list[int], dict[int, CommittedOffset]]:
-    """The sink group's member-less metadata, the input's partitions and their committed offsets, once the
-    topics and the group's scope pass the checks every transactional sink makes before it writes."""
-    from confluent_kafka import Consumer
-
-    # Member-less group metadata (generation -1, no member id), built once and shipped.
-    memberless = Consumer(settings.connection.librdkafka(**{
-        "group.id": settings.group_id, "isolation.level": "read_committed", "enable.auto.commit": False}),
-        logger=CLIENT_LOG)
-    try:
-        topic = settings.input_topic
-        partitions = sorted(memberless.list_topics(topic, timeout=30).topics[topic].partitions)
-        _check_dead_letter_topic(memberless, settings)
-        if settings.output_partitioning == "input":
-            _check_output_partitions(memberless, settings, len(partitions))
-        committed = read_committed_offsets(memberless, topic, partitions, settings.group_id)
-        check_scope(committed, topic, settings.group_id, settings.txn_scope)
-        return memberless.consumer_group_metadata(), partitions, committed
-    finally:
-        memberless.close()
-
-
 class TransactionalSink:
     """The foreachBatch function: plans each batch on the driver, runs the tasks, merges stats."""
 
@@ -203,6 +91,12 @@ class TransactionalSink:
         self.slots = settings.txn_slots or default_slots(spark)  # G, in slot scope
         # Slot scope: each partition's slot, as (k, G), of its last commit since the last fence of all slot ids.
         self._slot_of = {p: c.slot for p, c in committed.items() if c.slot is not None}
+        # Slot scope: every slot id any run may have used (the largest G or carried count recorded, and today's G),
+        # this driver's run, and the runs whose commits the group held when it started.
+        self.slot_ids = max([self.slots, *(n for c in committed.values() for n in (c.slot_ids or 0, *(c.slot or ())))])
+        self.run = new_run()
+        self.runs_before = frozenset(c.run for c in committed.values() if c.run)
+        self._run_started = settings.txn_scope != "slot"  # slot scope stamps and fences before its first tasks
         self.fault = os.environ.get("EOSBENCH_FAULT") or None
         self._check_speculation_off()
         self.checkpoint = checkpoint
@@ -211,17 +105,9 @@ class TransactionalSink:
         # producers; one lock serialises them, and the keeper never runs while a batch does.
         self.lock = threading.Lock()
         self.refusal: Exception | None = None  # what stopped the query for good, for a one-line error
-        retention = settings.offsets_retention_minutes or brokers_offsets_retention_minutes(settings.connection)
-        if retention is None:
-            retention = KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES
-            SINK_LOG.warning("offsets.retention.minutes: the brokers' configuration is not readable, assuming Kafka's"
-                             " default %d; set --offsets-retention-minutes if the brokers expire offsets sooner",
-                             retention)
-        self.keeper = OffsetKeeper(self, retention)
+        self.keeper = OffsetKeeper(self, offsets_retention_minutes(settings))
         self.slots_fenced = 0  # slot ids fenced by the driver, for the batch's stats
         self._warned_default_coalescer = False
-        if settings.txn_scope == "slot":  # a previous driver's zombies hold the old map's ids
-            self._fence_slots(set(self._slot_of.values()))
 
     def _check_speculation_off(self) -> None:
         if self.spark.sparkContext.getConf().get("spark.speculation", "false").lower() == "true":
@@ -252,6 +138,7 @@ class TransactionalSink:
             start_offsets=self.checkpoint.batch_start_offsets(batch_id, topic),
             replayed=0 < batch_id == self._pending_batch, sink_client=self.settings.client,
             txn_slots=self.slots, output_partitioning=self.settings.output_partitioning,
+            slot_ids=self.slot_ids, run=self.run, runs_before=self.runs_before,
         )
 
     @contextmanager
@@ -343,9 +230,10 @@ class TransactionalSink:
         """Refuse to run batch 0 again where the run that died committed a slice whose group offset is gone."""
         topic = self.settings.input_topic
         committed = group_offsets_of(plan, topic, sorted(plan.end_offsets))
-        written = first_batch_written_again(self.settings.connection, topic,
-                                            [self.settings.output_topic, self.settings.dead_letter], committed,
-                                            {p: plan.start_offsets.get(p, 0) for p in plan.end_offsets})
+        written = replay_written_again(self.settings.connection, topic,
+                                       [self.settings.output_topic, self.settings.dead_letter], committed,
+                                       {p: plan.start_offsets.get(p, 0) for p in plan.end_offsets}, plan.app_id,
+                                       settle_timeout_s(self.settings))
         if written:
             p = written[0]
             raise SinkPreconditionError(
@@ -401,6 +289,9 @@ class TransactionalSink:
         from pyspark.sql import DataFrame
 
         topic = self.settings.input_topic
+        if not self._run_started:
+            with stats.timing("fence"):
+                self._start_run(plan)
         with stats.timing("slot_map"):
             planned, locations = planned_ranges_and_locations(df)
             coalesced = batch_rdd(df).coalesce(self.slots, False, self._coalescer(planned, locations), None)
@@ -443,14 +334,48 @@ class TransactionalSink:
         slot_of, slot_locations = slot_groups(planned, locations, self.slots)
         return jvm.scala.Option.apply(coalescer_class(",".join(map(str, slot_of)), "\n".join(slot_locations)))
 
+    def _start_run(self, plan: TaskPlan) -> None:
+        """Slot scope, before this driver's first tasks: stamp every partition's offset with this run, then fence every slot id.
+
+        The order closes the window of a task of an older run that makes its producer late (after
+        the fence): it then reads the stamp and stops (sink_task.check_run); one that made its
+        producer before the fence is fenced. The stamp commits each offset unchanged, with the
+        slot of its last commit, and a partition without one at this batch's start (nothing
+        below it is read again); so a replayed batch is first checked against the offsets it
+        must find, which the stamp would otherwise supply. An older run's commit that lands
+        between the stamp and the fence, from a task whose run never committed before this
+        driver started, stops this query once with the one line of check_run; the restart knows
+        that run.
+        """
+        topic = self.settings.input_topic
+        partitions = sorted(set(self._partitions) | set(plan.end_offsets))
+        committed = group_offsets_of(plan, topic, partitions)
+        if plan.replayed:
+            check_replay_has_its_offsets(plan, topic, committed,
+                                          {(topic, p): end for p, end in plan.end_offsets.items()})
+        # Commits that landed since this driver started (an older run's tasks, not fenced yet) are no newer run's.
+        stamping = replace(plan, runs_before=plan.runs_before | {c.run for c in committed.values() if c.run})
+        by_slot: dict[int, dict] = {}
+        for p in partitions:
+            offset = KEEP_COMMITTED if committed[p].offset >= 0 else plan.start_offsets.get(p, 0)
+            by_slot.setdefault(self._writer_of(plan, p)[1], {})[(topic, p)] = offset
+        for k, offsets in sorted(by_slot.items()):  # like the keeper's refreshes, timed as the fence, not tasks
+            row = run_transaction(stamping, slot_transactional_id(plan.app_id, k), [], offsets, slot=k)
+            self.keeper.committed(row["committed_partitions"])
+            self._note_slots(row["committed_partitions"], k)
+        self._fence_slots(set(self._slot_of.values()))
+        self._run_started = True
+        SINK_LOG.info("run %s of %s: stamped %d partitions' offsets, then fenced slot ids 0..%d", self.run,
+                      plan.app_id, len(partitions), self.slot_ids - 1)
+
     def _fence_slots(self, old: set[tuple[int, int]]) -> None:
-        """init_transactions on every slot id of this run and the given old (k, G) ones, before any task runs.
+        """init_transactions on every slot id any run may have used and the given old (k, G) ones, before any task runs.
 
         A new producer's init fences every earlier producer of its id and aborts its open
         transaction; the driver's producers are dropped at once, so the tasks' own inits follow.
         """
         plan = self._driver_plan()
-        ids = sorted({k for k in range(self.slots)} | {k for k, _ in old})
+        ids = sorted(set(range(self.slot_ids)) | {k for k, _ in old})
         timings = {"init": 0.0}
         for k in ids:
             key = clients.producer_key(plan, slot_transactional_id(plan.app_id, k))
@@ -478,13 +403,8 @@ class TransactionalSink:
 
     def _driver_plan(self) -> TaskPlan:
         """The plan of the driver's transactions outside a batch (the keeper's, the slot fence)."""
-        return TaskPlan(
-            app_id=self.settings.app_id, output_topic=self.settings.output_topic,
-            dead_letter_topic=self.settings.dead_letter, process=self.settings.process,
-            producer_config=self.settings.producer_config(), group_metadata=self.group_metadata, end_offsets={},
-            max_retries=self.settings.max_retries, pre_register=False, batch_id=-1, fault=None,
-            txn_scope=self.settings.txn_scope, input_partitions=max(self._partitions, default=-1) + 1,
-            txn_slots=self.slots, output_partitioning=self.settings.output_partitioning)
+        return driver_plan(self.settings, self.group_metadata, self._partitions, self.slots, self.slot_ids, self.run,
+                           self.runs_before)
 
     def recommit(self, partitions: list[int]) -> list[int]:
         """Re-commit the group's current offsets of these partitions, unchanged (the keeper's refresh)."""
@@ -502,8 +422,7 @@ class TransactionalSink:
             for (k, _), row in zip(sorted(by_slot.items()), rows):
                 self._note_slots(row["committed_partitions"], k)
         else:
-            rows = [run_transaction(plan, transactional_id(plan.app_id, topic, p), [], {(topic, p): KEEP_COMMITTED})
-                    for p in partitions]
+            return recommit_partitions(plan, topic, partitions)
         return sorted(p for row in rows for p in row["committed_partitions"])
 
 

@@ -146,6 +146,7 @@ def starting_offsets(checkpoint, settings: StreamSettings) -> str:
     Spark uses startingOffsets only for a query that has not started before: with the query's
     initial offsets in the checkpoint, it resumes from the checkpoint and ignores them.
     """
+    from streaming.output_evidence import settle_timeout_s
     from streaming.starting_offsets import resolve_starting_offsets
 
     if checkpoint.initial_offsets():
@@ -154,7 +155,7 @@ def starting_offsets(checkpoint, settings: StreamSettings) -> str:
         return "earliest" if settings.starting_offsets in ("group", "output") else settings.starting_offsets
     return resolve_starting_offsets(settings.connection, settings.starting_offsets, settings.group_id,
                                     settings.input_topic, [settings.output_topic, settings.dead_letter],
-                                    on_progress=lambda line: print(line, file=sys.stderr, flush=True))
+                                    settle_timeout_s(settings), on_progress=lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def source(spark, settings: StreamSettings, checkpoint):
@@ -422,7 +423,7 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     if settings.realtime_interval is not None:
         from streaming.realtime import EpochCounts, prepared_writer, write_stream
 
-        sink = prepared_writer(spark, settings)
+        sink = prepared_writer(spark, settings, checkpoint)
         writer = write_stream(spark, source(spark, settings, checkpoint), settings, sink)
     else:
         sink = {"kafka-eos": lambda: TransactionalSink(settings, spark, checkpoint, batch_done),
@@ -433,7 +434,8 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
             else writer.trigger(processingTime=settings.trigger)
     writer = writer.option("checkpointLocation", settings.checkpoint_uri).queryName(settings.app_id)
     started = time.monotonic()
-    with sink.keeping_offsets() if isinstance(sink, TransactionalSink) else nullcontext():
+    # The transactional sinks keep the group's offsets alive for as long as the query runs.
+    with sink.keeping_offsets() if hasattr(sink, "keeping_offsets") else nullcontext():
         observer = _visibility_observer(settings, metrics)
         try:
             query = writer.start()

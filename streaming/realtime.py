@@ -36,6 +36,8 @@ each other over and over), and no partition pre-registration (Kafka's Java produ
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -88,7 +90,7 @@ def precondition_problem(settings: StreamSettings, input_partitions: int, task_s
 class RealTimeWriter:
     """The driver's handle on the Java writer: builds it, and reads its accumulators back as per-epoch BatchStats."""
 
-    def __init__(self, spark, settings: StreamSettings, input_partitions: int):
+    def __init__(self, spark, settings: StreamSettings, input_partitions: int, offsets: RealTimeOffsets):
         from py4j.java_gateway import JavaClass
 
         jvm, jsc = spark.sparkContext._jvm, spark.sparkContext._jsc.sc()
@@ -113,9 +115,19 @@ class RealTimeWriter:
                                  settings.process, settings.output_partitioning == "input",
                                  settings.commit_interval_ms, input_partitions, settings.max_retries,
                                  self._counters, self._latency)
+        self.offsets = offsets
         self._seen = np.zeros(len(COUNTER_NAMES), dtype=np.int64)
         self._seen_latency = np.zeros(len(LATENCY_BOUNDS_MS) + 1, dtype=np.int64)
         self._lock = threading.Lock()
+
+    @contextmanager
+    def keeping_offsets(self) -> Iterator[RealTimeWriter]:
+        """A context in which the offset keeper refreshes the group's offsets of idle partitions (the query's lifetime)."""
+        self.offsets.keeper.start()
+        try:
+            yield self
+        finally:
+            self.offsets.keeper.stop()
 
     def totals(self) -> dict[str, int]:
         """Every count so far (tasks report theirs when their epoch ends)."""
@@ -160,14 +172,19 @@ def write_stream(spark, df, settings: StreamSettings, writer: RealTimeWriter | N
     return stream
 
 
-def prepared_writer(spark, settings: StreamSettings) -> RealTimeWriter | None:
-    """Check the preconditions (raising SinkPreconditionError), then the transactional writer; None for kafka-alo."""
-    from streaming.eos_sink import checked_group
+def prepared_writer(spark, settings: StreamSettings, checkpoint) -> RealTimeWriter | None:
+    """Check the preconditions (raising SinkPreconditionError), then the transactional writer; None for kafka-alo.
+
+    `checkpoint` is the query's CheckpointLog: a query resumed on it must find the group's
+    offsets it replays against (`check_resume`).
+    """
+    from streaming.sink_start import checked_group
     from streaming.sink_group import SinkPreconditionError
     from streaming.slot_map import default_slots
 
+    group_metadata = committed = None
     if settings.sink == "kafka-eos":
-        _, partitions, _ = checked_group(settings)
+        group_metadata, partitions, committed = checked_group(settings)
     else:
         from confluent_kafka import Consumer
 
@@ -182,7 +199,79 @@ def prepared_writer(spark, settings: StreamSettings) -> RealTimeWriter | None:
     problem = precondition_problem(settings, len(partitions), default_slots(spark), speculation)
     if problem:
         raise SinkPreconditionError(problem)
-    return RealTimeWriter(spark, settings, len(partitions)) if settings.sink == "kafka-eos" else None
+    if settings.sink != "kafka-eos":
+        return None
+    check_resume(settings, checkpoint, committed)
+    return RealTimeWriter(spark, settings, len(partitions), RealTimeOffsets(settings, group_metadata, partitions))
+
+
+def check_resume(settings: StreamSettings, checkpoint, committed: dict) -> None:
+    """Refuse to resume a real-time query where the group lost the offsets its replay must filter by.
+
+    A resumed query replays from where its last logged epoch ended, and the writer drops what
+    the group's offset c of each partition says is written (Step 3). The writer commits every
+    100 ms, so the unfinished epoch is partly written, and without c (expired while the job was
+    down, or deleted) every record of it would be written again. c below the start proves
+    nothing here (an epoch may end in aborted records after the last commit), so, as for a
+    micro-batch query's first batch, the output is the evidence (`replay_written_again`).
+    """
+    from streaming.output_evidence import settle_timeout_s
+    from streaming.sink_group import SinkPreconditionError
+    from streaming.starting_offsets import replay_written_again
+
+    topic = settings.input_topic
+    resumed = checkpoint.resumed_batch(topic)
+    if resumed is None:
+        return
+    epoch, starts = resumed
+    written = replay_written_again(settings.connection, topic, [settings.output_topic, settings.dead_letter],
+                                   committed, starts, settings.app_id, settle_timeout_s(settings))
+    if written:
+        p = written[0]
+        raise SinkPreconditionError(
+            f"epoch {epoch} is run again after a restart, but group {settings.app_id!r} has no offset for {topic}"
+            f" partition(s) {', '.join(map(str, written))} although the output holds records of it from {topic}[{p}]"
+            f" (at or after offset {starts[p]}, where the query resumes): the offsets expired (offsets.retention."
+            f"minutes) or were deleted, and running it again would write them twice. Delete the checkpoint"
+            f" ({checkpoint.uri}) and start with --starting-offsets output")
+
+
+class RealTimeOffsets:
+    """Real-time mode's group offsets on the driver: the offset keeper's sink (`streaming/sink_group.py`).
+
+    The writer's tasks commit on the executors, so the driver learns which partitions committed
+    from the commit tokens in the group's offset metadata, and re-commits an idle partition's
+    offset with T(p), as partition scope's keeper does: its producer's init fences the writer's
+    producer of T(p), which the writer replaces at p's next commit (a retry, once a third of the
+    retention), and it commits c unchanged.
+    """
+
+    def __init__(self, settings: StreamSettings, group_metadata, partitions: list[int]):
+        from streaming.sink_start import driver_plan
+        from streaming.sink_group import OffsetKeeper, offsets_retention_minutes
+
+        self.settings = settings
+        self.lock = threading.Lock()  # the keeper's; no batch runs on the driver in this mode
+        self._partitions = partitions
+        self._plan = driver_plan(settings, group_metadata, partitions)
+        self.keeper = OffsetKeeper(self, offsets_retention_minutes(settings))
+
+    def input_partitions(self) -> list[int]:
+        """The input's partitions when the query started (real-time mode runs a task for each)."""
+        return self._partitions
+
+    def commit_tokens(self) -> dict[int, str | None]:
+        """Each partition's commit token in the group's offset metadata (None: no sink commit)."""
+        from streaming.sink_clients import group_offsets_of
+
+        committed = group_offsets_of(self._plan, self.settings.input_topic, self._partitions)
+        return {p: c.token for p, c in committed.items()}
+
+    def recommit(self, partitions: list[int]) -> list[int]:
+        """Re-commit these partitions' offsets unchanged, each with T(p) (the keeper's refresh)."""
+        from streaming.sink_start import recommit_partitions
+
+        return recommit_partitions(self._plan, self.settings.input_topic, partitions)
 
 
 class EpochCounts:

@@ -159,6 +159,33 @@ def group_offsets_of(plan: TaskPlan, topic: str, partitions: list[int]) -> dict[
     return read_committed_offsets(reader, topic, partitions, plan.app_id)
 
 
+def committed_record_between(plan: TaskPlan, topic: str, partition: int, low: int, high: int,
+                             timeout_s: float = 30.0) -> int | None:
+    """The offset of the first committed input record in [low, high), or None if that range holds only aborted records
+    and transaction markers (read read_committed, which skips them)."""
+    kafka = kafka_module()
+    reader = kafka.Consumer(connection_of(plan.producer_config).librdkafka(**{
+        "group.id": f"{plan.app_id}.gap-check", "isolation.level": "read_committed", "enable.auto.commit": False,
+        "enable.partition.eof": True}), logger=CLIENT_LOG)
+    try:
+        reader.assign([kafka.TopicPartition(topic, partition, low)])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            message = reader.poll(0.5)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                if error.code() == kafka.KafkaError._PARTITION_EOF:
+                    return None
+                raise kafka.KafkaException(error)
+            return message.offset() if message.offset() < high else None
+        raise kafka.KafkaException(kafka.KafkaError(
+            kafka.KafkaError._TIMED_OUT, f"{topic}[{partition}]: no record or end found after offset {low} in {timeout_s:g} s"))
+    finally:
+        reader.close()
+
+
 # librdkafka can block in send_offsets_to_transaction() past its timeout once the group
 # coordinator's broker is killed (confluentinc/librdkafka#5456 and #5511, open in 2.16; seen in the
 # three-broker soak). The call runs on a helper thread; a producer still blocked at the deadline is

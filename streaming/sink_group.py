@@ -18,7 +18,10 @@ facts about such a group shape the sink:
   scope with `<app-id>.slot.<k>`, batch scope with `<app-id>.batch`; none fences another. Every
   sink commit therefore carries offset metadata naming its scope, and a sink refuses a group
   whose offsets another scope wrote. A slot scope commit also names its slot and the slot count
-  (`slot=<k>/<G>`), so that a restarted driver knows which slot ids to fence.
+  (`slot=<k>/<G>`), so that a restarted driver knows which slot ids to fence, the number of slot
+  ids any run of the pipeline may have used (`ids=<N>`, carried from run to run, so that a
+  smaller G never leaves a larger one's ids unfenced), and the driver run that made it
+  (`run=<token>`), so that a task of an older run can tell that a newer one owns the group.
 """
 
 from __future__ import annotations
@@ -36,9 +39,11 @@ from conf.failures import authorization_failure
 from conf.settings import SettingsError
 
 SCOPE_TAG_PREFIX = "eosbench txn-scope="
-# The whole tag: `eosbench txn-scope=<scope>;partitions=<count>;token=<16 hex>;[slot=<k>/<G>;]`. Each
-# field ends in `;` because metadata may come back with stray bytes after it (see _tag_in).
-_TAG = re.compile(r"eosbench txn-scope=([a-z]+);partitions=(\d+);token=([0-9a-f]{16});(?:slot=(\d+)/(\d+);)?")
+# The whole tag: `eosbench txn-scope=<scope>;partitions=<count>;token=<16 hex>;` and, in slot scope,
+# `slot=<k>/<G>;ids=<N>;run=<16 hex>;`. Each field ends in `;` because metadata may come back with
+# stray bytes after it (see _tag_in); a slot tag written before `ids` and `run` existed ends after G.
+_TAG = re.compile(r"eosbench txn-scope=([a-z]+);partitions=(\d+);token=([0-9a-f]{16});"
+                  r"(?:slot=(\d+)/(\d+);(?:ids=(\d+);run=([0-9a-f]{16});)?)?")
 # Each committed() call's bound: a refused coordinator lookup shows only between calls (_refused_lookup).
 COMMITTED_CALL_S = 5.0
 SCOPES = ("partition", "slot", "batch")
@@ -62,6 +67,8 @@ class CommittedOffset:
     partitions: int | None = None
     token: str | None = None  # the attempt that made the commit (new_commit_token), None: an older tag
     slot: tuple[int, int] | None = None  # slot scope: (k, G), the slot that committed it and the slot count
+    slot_ids: int | None = None  # slot scope: how many slot ids (0..N-1) any run may have used, None: an older tag
+    run: str | None = None  # slot scope: the driver run that made the commit, None: an older tag
 
 
 def new_commit_token() -> str:
@@ -69,14 +76,21 @@ def new_commit_token() -> str:
     return secrets.token_hex(8)
 
 
-def offset_tag(scope: str, partitions: int, token: str, slot: tuple[int, int] | None = None) -> str:
-    """The offset metadata of a sink commit: its scope, the input's partition count, the attempt's token, its slot."""
+def offset_tag(scope: str, partitions: int, token: str, slot: tuple[int, int] | None = None, slot_ids: int = 0,
+               run: str = "") -> str:
+    """The offset metadata of a sink commit: its scope, the input's partition count, the attempt's token, and in slot
+    scope its slot (k, G), the slot ids ever used and its driver run."""
     tag = f"{SCOPE_TAG_PREFIX}{scope};partitions={partitions};token={token};"
-    return tag if slot is None else f"{tag}slot={slot[0]}/{slot[1]};"
+    return tag if slot is None else f"{tag}slot={slot[0]}/{slot[1]};ids={max(slot_ids, slot[1])};run={run};"
 
 
-def _tag_in(tp) -> tuple[str | None, int | None, str | None, tuple[int, int] | None]:
-    """(scope, partition count, token, slot) of a committed offset's metadata, where it is a sink's tag.
+def new_run() -> str:
+    """A token that names one driver run of a slot scope pipeline (`run=` in its commits' metadata)."""
+    return secrets.token_hex(8)
+
+
+def _tag_in(tp) -> tuple:
+    """(scope, partition count, token, slot, slot ids, run) of a committed offset's metadata, where it is a sink's tag.
 
     librdkafka copies a committed offset's metadata by its length, without a terminator, and
     confluent-kafka reads the copy as a C string; confluent-kafka writes its own terminator
@@ -87,13 +101,14 @@ def _tag_in(tp) -> tuple[str | None, int | None, str | None, tuple[int, int] | N
     try:
         metadata = tp.metadata or ""
     except UnicodeDecodeError:
-        return None, None, None, None
+        return None, None, None, None, None, None
     whole = _TAG.match(metadata)
     if whole and whole.group(1) in SCOPES:
         slot = (int(whole.group(4)), int(whole.group(5))) if whole.group(4) else None
-        return whole.group(1), int(whole.group(2)), whole.group(3), slot
+        slot_ids = int(whole.group(6)) if whole.group(6) else None
+        return whole.group(1), int(whole.group(2)), whole.group(3), slot, slot_ids, whole.group(7)
     rest = metadata[len(SCOPE_TAG_PREFIX):] if metadata.startswith(SCOPE_TAG_PREFIX) else ""
-    return next((scope for scope in SCOPES if rest.startswith(scope)), None), None, None, None
+    return next((scope for scope in SCOPES if rest.startswith(scope)), None), None, None, None, None, None
 
 
 def read_committed_offsets(consumer, topic: str, partitions, group: str, timeout_s: float = 60.0) -> dict[int, CommittedOffset]:
@@ -174,6 +189,16 @@ def brokers_offsets_retention_minutes(bootstrap: str | Connection) -> int | None
         return None
 
 
+def offsets_retention_minutes(settings) -> int:
+    """The retention the keeper works to: --offsets-retention-minutes, else the brokers', else Kafka's default (with a warning)."""
+    retention = settings.offsets_retention_minutes or brokers_offsets_retention_minutes(settings.connection)
+    if retention is None:
+        retention = KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES
+        _SINK_LOG.warning("offsets.retention.minutes: the brokers' configuration is not readable, assuming Kafka's"
+                          " default %d; set --offsets-retention-minutes if the brokers expire offsets sooner", retention)
+    return retention
+
+
 class OffsetKeeper:
     """Re-commits the group offsets of partitions that no transaction committed lately, so none expires.
 
@@ -187,7 +212,10 @@ class OffsetKeeper:
     id, Step 2 reads c after it, and the transaction commits exactly c, so an offset never moves
     back. It holds the sink's lock, so it runs between batches and never fences a running task.
 
-    `sink` is the TransactionalSink: its `lock`, `settings`, `input_partitions()` and `recommit()`.
+    `sink` is the TransactionalSink (or real-time mode's `RealTimeOffsets`): its `lock`,
+    `settings`, `input_partitions()` and `recommit()`, and, where the driver does not see the
+    commits, `commit_tokens()`, from which the keeper learns which partitions committed since it
+    last looked (every commit writes a new token into the offset metadata).
     """
 
     def __init__(self, sink, retention_minutes: int):
@@ -195,6 +223,7 @@ class OffsetKeeper:
         self.refresh_after_s = retention_minutes * 60.0 / 3
         self.wake_s = min(self.refresh_after_s / 4, 60.0)
         self._last_commit: dict[int, float] = {}  # partition -> monotonic time; unknown until the first commit
+        self._tokens: dict[int, str | None] = {}  # watching the group: each partition's commit token when last read
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -204,8 +233,22 @@ class OffsetKeeper:
         for partition in partitions:
             self._last_commit[partition] = now
 
+    def watch(self) -> None:
+        """Note as committed now each partition whose commit token changed since the last look (a sink whose
+        commits the driver does not see, real-time mode's, provides `commit_tokens()`).
+
+        The first look only records the tokens: a token seen once says nothing of when it was
+        committed, so such a partition stays unknown, and is refreshed at the first wake-up,
+        until it changes.
+        """
+        tokens = self.sink.commit_tokens()
+        self.committed(p for p, token in tokens.items() if p in self._tokens and self._tokens[p] != token)
+        self._tokens.update(tokens)
+
     def start(self) -> None:
         """Start refreshing in the background."""
+        if hasattr(self.sink, "commit_tokens"):
+            self.watch()
         self._thread = threading.Thread(target=self._run, name="eosbench-offset-keeper", daemon=True)
         self._thread.start()
 
@@ -225,6 +268,8 @@ class OffsetKeeper:
 
     def refresh(self) -> list[int]:
         """Re-commit the offsets of partitions not committed for a third of the retention; return them."""
+        if hasattr(self.sink, "commit_tokens"):
+            self.watch()
         with self.sink.lock:  # judged under the lock: the batch it waited for may have committed them all
             now = time.monotonic()
             stale = [p for p in self.sink.input_partitions()

@@ -50,9 +50,10 @@ from conf.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_hea
 from streaming import sink_clients as clients
 from streaming import transaction_size as sizing
 from streaming.process import POISON, TRANSFORMS, Poison, SourceSlice, arrow_columns
-from streaming.sink_group import CommittedOffset, SinkPreconditionError, check_scope, new_commit_token, offset_tag
+from streaming.sink_group import SinkPreconditionError, check_scope, new_commit_token, offset_tag
+from streaming.sink_guards import check_no_skip, check_replay_has_its_offsets, check_run
 from streaming.stats import PHASES, latency_histogram, stats_arrow_schema
-from streaming.task_plan import KEEP_COMMITTED, SinkTaskFailed, TaskPlan, slot_transactional_id, transactional_id
+from streaming.task_plan import SinkTaskFailed, TaskPlan, slot_transactional_id, transactional_id
 
 
 # A retried attempt is one line on the task's stderr, which is the executor's log (the driver's in
@@ -192,8 +193,10 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             started = time.perf_counter()
             committed = clients.group_offsets_of(plan, topic, [p for _, p in offsets_to_commit])  # Step 2
             check_scope(committed, topic, plan.app_id, plan.txn_scope)
+            check_run(plan, topic, committed)
+            check_no_skip(plan, topic, committed, offsets_to_commit)
             if plan.replayed:
-                _check_replay_has_its_offsets(plan, topic, committed, offsets_to_commit)
+                check_replay_has_its_offsets(plan, topic, committed, offsets_to_commit)
             timings["init"] += time.perf_counter() - started
             if unsure:
                 landed, unsure = unsure, None
@@ -220,7 +223,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             txn_headers = _transaction_headers(plan, identity, results)
             token = new_commit_token()
             tag = offset_tag(plan.txn_scope, plan.input_partitions, token,
-                             None if slot is None else (slot, plan.txn_slots))
+                             None if slot is None else (slot, plan.txn_slots), plan.slot_ids, plan.run)
             producer.begin_transaction()                                              # Step 4
             begun = time.perf_counter()
             timings["produce"] += begun - phase_started
@@ -318,27 +321,6 @@ def _denial(plan: TaskPlan, txn_id: str, input_topic: str, exc: Exception) -> Au
         wanted = [(plan.output_topic, "WRITE"), (plan.dead_letter_topic, "WRITE"), (input_topic, "READ")]
         resource = unauthorized_topic(connection_of(plan.producer_config).librdkafka(), wanted) or ", ".join(t for t, _ in wanted)
     return authorization_failure(exc, resource)
-
-
-def _check_replay_has_its_offsets(plan: TaskPlan, topic: str, committed: dict[int, CommittedOffset],
-                                  offsets_to_commit: dict) -> None:
-    """Refuse a replayed batch whose partition's group offset is below the batch's start.
-
-    The previous batch ended in the sink's commits, so every partition's offset was at least the
-    batch's start. Lower (none at all, mostly) means the offset expired or was deleted while the
-    job was down, and then nothing tells whether the run that died committed this batch's slice:
-    Step 3 would write it again.
-    """
-    below = [p for (_, p), end in offsets_to_commit.items()
-             if end is not KEEP_COMMITTED and committed[p].offset < plan.start_offsets.get(p, -1)]
-    if below:
-        p = below[0]
-        raise SinkPreconditionError(
-            f"batch {plan.batch_id} is run again after a restart, but group {plan.app_id!r} has offset"
-            f" {committed[p].offset} for {topic}[{p}], below the batch's start {plan.start_offsets[p]}: it expired"
-            " (offsets.retention.minutes) or was deleted, and the sink cannot tell which of the batch's records it"
-            " already wrote. Delete the query's checkpoint and start with --starting-offsets output, which resumes"
-            " each partition after the last record the output and dead-letter topics hold from it")
 
 
 # ----------------------------------------------------------------------------- partition scope

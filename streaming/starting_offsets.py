@@ -14,9 +14,13 @@ the group's offset metadata (`sink_group.offset_tag`) was added after the last c
 offset by right and is not refused.
 
 The way back is `--starting-offsets output`: each input partition starts after the highest
-`eos.src` offset that the output and dead-letter topics hold from it (or at its group offset, if
-higher). An input record that left no output was either aborted (invisible read_committed) or
-dead-lettered (found there), so reading it again writes nothing twice.
+`eos.src` offset that this pipeline's records in the output and dead-letter topics name (or at
+its group offset, if it has one and it is higher). An input record that left no output was either
+aborted (invisible read_committed) or dead-lettered (found there), so reading it again writes
+nothing twice. What the topics can prove, and where that read refuses (an open transaction, a
+compacted or trimmed topic), is `streaming/output_evidence.py`; once the output was written, a
+partition that holds records but has neither an offset nor a delivered record is refused rather
+than read from its start.
 """
 
 from __future__ import annotations
@@ -26,10 +30,9 @@ from collections.abc import Callable
 
 from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
-from conf.headers import SRC_HEADER
 from conf.watermarks import watermark_offsets
+from streaming.output_evidence import Evidence, read_evidence
 from streaming.sink_group import CommittedOffset, SinkPreconditionError, read_committed_offsets
-from streaming.topic_index import records_to_end, source_position, topic_reader
 
 # startingOffsets' JSON for "the partition's earliest offset".
 EARLIEST = -2
@@ -60,42 +63,15 @@ def unrecorded_partitions(committed: dict[int, CommittedOffset], holding: dict[i
     return sorted(p for p in holding if committed[p].offset < 0 and (known is None or p < known))
 
 
-def delivered_source_ends(bootstrap: str | Connection, input_topic: str, topics: list[str], timeout_s: float = 60.0,
-                          on_progress: Callable[[str], None] | None = None) -> dict[int, int]:
-    """Per input partition, the offset after the highest one whose record these topics hold (read_committed).
-
-    Reads every record's eos.src header; only records of `input_topic` count, and only the
-    highest offset per partition is kept, however long the topics. `on_progress` receives a
-    line every few seconds of a long read.
-    """
-    ends: dict[int, int] = {}
-    for topic in topics:
-        def report(read: int, total: int, topic: str = topic) -> None:
-            on_progress(f"reading {topic} for the last delivered {input_topic} offsets: {read:,} of about"
-                        f" {total:,} records")
-        consumer = topic_reader(bootstrap, "read_committed")
-        try:
-            records = records_to_end(consumer, topic, timeout_s, on_progress=report if on_progress else None)
-            try:
-                next(records)  # the partitions' bounds
-            except ValueError:  # a topic that does not exist holds nothing
-                continue
-            for message in records:
-                header = next((value for name, value in message.headers() or () if name == SRC_HEADER), None)
-                partition, offset = source_position(header, input_topic)
-                if partition >= 0 and offset + 1 > ends.get(partition, -1):
-                    ends[partition] = offset + 1
-        finally:
-            consumer.close()
-    return ends
-
-
 def resolve_starting_offsets(bootstrap: str | Connection, mode: str, group: str, topic: str,
-                             written_topics: list[str], on_progress: Callable[[str], None] | None = None) -> str:
+                             written_topics: list[str], settle_timeout_s: float,
+                             on_progress: Callable[[str], None] | None = None) -> str:
     """The startingOffsets of a transactional sink's query that has no checkpoint, refusing expired offsets.
 
-    `mode` is --starting-offsets; `written_topics` are the output and the dead-letter topic.
-    Returns "earliest" or "latest", or JSON offsets for `group` and `output`.
+    `mode` is --starting-offsets; `group` is the sink's group, which is also the pipeline its
+    records name; `written_topics` are the output and the dead-letter topic; `settle_timeout_s`
+    bounds the wait for their open transactions (streaming/output_evidence.py). Returns
+    "earliest" or "latest", or JSON offsets for `group` and `output`.
     """
     if mode == "latest":
         return mode
@@ -105,8 +81,9 @@ def resolve_starting_offsets(bootstrap: str | Connection, mode: str, group: str,
         committed = read_committed_offsets(consumer, topic, partitions, group)
         bounds = {p: watermark_offsets(consumer, topic, p, timeout_s=30) for p, c in committed.items() if c.offset < 0}
         holding = {p: (low, high) for p, (low, high) in bounds.items() if high > low}
+        written = ever_written(consumer, written_topics)
         expired = unrecorded_partitions(committed, holding)
-        if mode != "output" and expired and ever_written(consumer, written_topics):
+        if mode != "output" and expired and written:
             p = expired[0]
             low, high = holding[p]
             raise SinkPreconditionError(
@@ -121,20 +98,47 @@ def resolve_starting_offsets(bootstrap: str | Connection, mode: str, group: str,
         return mode
     starts = {p: c.offset if c.offset >= 0 else EARLIEST for p, c in committed.items()}
     if mode == "output":
-        for p, after in delivered_source_ends(bootstrap, topic, written_topics, on_progress=on_progress).items():
-            if p in starts:
-                starts[p] = max(starts[p], after)
+        evidence = read_evidence(bootstrap, topic, written_topics, group, settle_timeout_s, on_progress)
+        for p, c in committed.items():
+            if c.offset >= 0:  # the group's own offset is evidence, whatever the output lost
+                starts[p] = max(c.offset, evidence.ends.get(p, 0))
+            elif p in evidence.ends or (written and p in holding):
+                _refuse_unsure(evidence, group, topic, p, written_topics, holding.get(p))
+                starts[p] = evidence.ends[p]
     return json.dumps({topic: {str(p): start for p, start in starts.items()}})
 
 
-def first_batch_written_again(bootstrap: str | Connection, topic: str, written_topics: list[str],
-                              committed: dict[int, CommittedOffset], start_offsets: dict[int, int]) -> list[int]:
-    """The partitions whose slice of a replayed first batch was committed although the group lost its offset.
+def _refuse_unsure(evidence: Evidence, group: str, topic: str, partition: int, written_topics: list[str],
+                   held: tuple[int, int] | None) -> None:
+    """Refuse `--starting-offsets output` for a partition whose last delivered record the output may no longer hold."""
+    way_out = (f" If you know where it was left, give group {group!r} that offset (kafka-consumer-groups --group {group}"
+               f" --reset-offsets --topic {topic}:{partition} --to-offset N --execute) and start again")
+    lost = evidence.unsure(partition)
+    if lost:
+        raise SinkPreconditionError(
+            f"--starting-offsets output: {lost[0]} has lost its oldest records (its log start is above 0) and holds none"
+            f" that this pipeline delivered from {topic}[{partition}], so the last ones delivered from it may be among"
+            f" those lost and group {group!r} has no offset for it.{way_out}")
+    if partition not in evidence.ends:
+        low, high = held
+        raise SinkPreconditionError(
+            f"--starting-offsets output: {topic}[{partition}] holds records (offsets {low}..{high - 1}) but group"
+            f" {group!r} has no offset for it and {', '.join(written_topics)} hold no record this pipeline delivered"
+            f" from it, although they were written to: nothing shows where it was left.{way_out}")
 
-    Batch 0 starts at the query's initial offsets, so a partition's missing offset there is no
-    evidence of expiry: the run that died may have committed nothing for it. The output is: if it
-    holds a record of the partition at or after the batch's start, the slice was committed, and
-    Step 3, with no offset, would write it again. A first run that wrote nothing costs no read.
+
+def replay_written_again(bootstrap: str | Connection, topic: str, written_topics: list[str],
+                         committed: dict[int, CommittedOffset], start_offsets: dict[int, int], pipeline: str,
+                         settle_timeout_s: float) -> list[int]:
+    """The partitions whose slice of a replayed batch may be written already although the group has no offset to say so.
+
+    A replay starts at `start_offsets` (a first micro-batch at the query's initial offsets, a
+    real-time query where its last finished epoch ended), where a partition's missing or lower
+    offset is no evidence of expiry by itself: the run that died may have committed nothing for
+    it, or (real-time mode) committed only up to its last record before aborted ones. The output
+    is the evidence: if it holds a record of the partition at or after the start, or may have
+    lost one (streaming/output_evidence.py), the slice was committed, and Step 3, with no offset
+    to filter by, would write it again. A first run that wrote nothing costs no read.
     """
     below = [p for p, start in start_offsets.items() if committed.get(p, CommittedOffset(-1, None)).offset < start]
     if not below:
@@ -146,5 +150,5 @@ def first_batch_written_again(bootstrap: str | Connection, topic: str, written_t
         consumer.close()
     if not written:
         return []
-    delivered = delivered_source_ends(bootstrap, topic, written_topics)
-    return [p for p in below if delivered.get(p, -1) > start_offsets[p]]
+    evidence = read_evidence(bootstrap, topic, written_topics, pipeline, settle_timeout_s)
+    return [p for p in below if evidence.ends.get(p, -1) > start_offsets[p] or evidence.unsure(p)]

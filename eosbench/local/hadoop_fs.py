@@ -31,27 +31,39 @@ def fs_shell(*arguments: str, check: bool = True, s3a_config: Path | None = None
     An s3a:// argument brings the s3a jars and S3A's settings from `s3a_config` (as `--s3a-config`,
     by default the local `eosbench s3`'s file), handed over in a 0600 file, never on the command line.
     """
+    return hadoop_main("org.apache.hadoop.fs.FsShell", *arguments, check=check, s3a_config=s3a_config,
+                       label=f"hadoop fs {' '.join(arguments)}")
+
+
+def hadoop_main(main_class: str, *arguments: str, check: bool = True, s3a_config: Path | None = None,
+                jars: tuple[Path, ...] = (), label: str | None = None) -> subprocess.CompletedProcess:
+    """Run a Hadoop tool's main class (FsShell's, or a test entry of eosbench's own) on PySpark's Hadoop client.
+
+    It takes Hadoop's generic options (`-conf`); `jars` go on its classpath too. An s3a:// argument
+    brings S3A as `fs_shell` says.
+    """
+    label = label or f"{main_class} {' '.join(arguments)}"
     classpath = [os.environ["HADOOP_CONF_DIR"]] if os.environ.get("HADOOP_CONF_DIR") else []
-    classpath += [str(CONF_DIR / "hadoop-client"), f"{pyspark_jars_dir()}/*"]
+    classpath += [str(CONF_DIR / "hadoop-client"), f"{pyspark_jars_dir()}/*", *(str(jar) for jar in jars)]
     s3a_uri = next((argument for argument in arguments if argument.startswith("s3a://")), None)
     with tempfile.TemporaryDirectory(prefix="eosbench-fs-") as private:  # 0700, and gone after the call
         generic: list[str] = []
         if s3a_uri:
-            jars, spark_conf = s3a_checkpoint_session(s3a_uri, s3a_config)
-            classpath += [str(jar) for jar in jars]
+            s3a_jars, spark_conf = s3a_checkpoint_session(s3a_uri, s3a_config)
+            classpath += [str(jar) for jar in s3a_jars]
             settings = Path(private) / "s3a.xml"
             settings.write_text(_hadoop_xml({key.removeprefix("spark.hadoop."): value for key, value in spark_conf.items()
                                              if key.startswith("spark.hadoop.")}))
             generic = ["-conf", str(settings)]
         command = [java_executable(), "-Xmx128m", f"-Dlog4j2.configurationFile={console_log4j_config()}",
-                   "-cp", os.pathsep.join(classpath), "org.apache.hadoop.fs.FsShell", *generic, *arguments]
+                   "-cp", os.pathsep.join(classpath), main_class, *generic, *arguments]
         try:
             completed = subprocess.run(command, capture_output=True, text=True, timeout=FS_SHELL_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            raise EnvironmentProblem(f"hadoop fs {' '.join(arguments)}: no answer in {FS_SHELL_TIMEOUT_S:g} s") from None
+            raise EnvironmentProblem(f"{label}: no answer in {FS_SHELL_TIMEOUT_S:g} s") from None
     if check and completed.returncode != 0:
         lines = (completed.stderr.strip() or completed.stdout.strip() or "no output").splitlines()
-        raise EnvironmentProblem(f"hadoop fs {' '.join(arguments)} failed (exit {completed.returncode}): {lines[0]}")
+        raise EnvironmentProblem(f"{label} failed (exit {completed.returncode}): {lines[0]}")
     return completed
 
 

@@ -12,6 +12,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -64,7 +65,9 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
     private static final SecureRandom RANDOM = new SecureRandom();
     // Producers and offset readers outlive a task (an epoch), so the next epoch's task on this executor
     // skips initTransactions; a task takes one out and puts it back when it closes cleanly, so two
-    // tasks of one T(p) on one executor never share one.
+    // tasks of one T(p) on one executor never share one. They are keyed by their whole client
+    // configuration as well as their id: a JVM that runs writers against several clusters or
+    // settings in turn must never hand one a client of another.
     private static final Map<String, KafkaProducer<byte[], byte[]>> IDLE_PRODUCERS = new ConcurrentHashMap<>();
     private static final Map<String, KafkaConsumer<byte[], byte[]>> IDLE_READERS = new ConcurrentHashMap<>();
 
@@ -144,9 +147,10 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
                 try {
                     settle();
                 } catch (InterruptException killed) {
+                    // Without c this row cannot be kept or dropped: fail the task rather than lose it.
                     discardProducer();
                     Thread.currentThread().interrupt();
-                    return;
+                    throw killed;
                 }
             } else if (rowPartition != partition || !rowTopic.equals(topic)) {
                 throw new IllegalStateException("eosbench realtime sink: one task received records of " + topic + "["
@@ -177,6 +181,13 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
         try {
             if (error == null && timerFailure == null) {
                 commitKept();
+                if (!kept.isEmpty()) {
+                    // An interrupt stopped the last commit: the epoch must not end as if its rows were written.
+                    discardProducer();
+                    throw new IllegalStateException("eosbench realtime sink: " + transactionalId() + ": " + kept.size()
+                            + " rows of epoch " + epoch + " were not committed (the task was interrupted); the epoch"
+                            + " is run again");
+                }
                 giveBack();
             } else {
                 discardProducer();
@@ -215,7 +226,7 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
     /** Steps 1-3: a producer of T(p) that fenced every older one, then c, then what is left to write. */
     private void settle() {
         if (producer == null) {
-            producer = IDLE_PRODUCERS.remove(transactionalId());
+            producer = IDLE_PRODUCERS.remove(producerKey());
             if (producer == null) {
                 Map<String, Object> props = new HashMap<>(clientProps);
                 props.putAll(producerProps);
@@ -233,9 +244,8 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
     }
 
     private long readCommitted() {
-        String readerKey = appId + "|" + clientProps.get("bootstrap.servers");
         if (reader == null) {
-            reader = IDLE_READERS.remove(readerKey);
+            reader = IDLE_READERS.remove(readerKey());
         }
         if (reader == null) {
             Map<String, Object> props = new HashMap<>(clientProps);
@@ -324,12 +334,22 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
         return appId + "." + topic + "." + partition;
     }
 
+    /** The idle-producer cache key: T(p) and everything its producer is built from. */
+    private String producerKey() {
+        return transactionalId() + "\n" + new TreeMap<>(clientProps) + "\n" + new TreeMap<>(producerProps);
+    }
+
+    /** The idle-reader cache key: the group and everything its consumer is built from. */
+    private String readerKey() {
+        return appId + "\n" + new TreeMap<>(clientProps);
+    }
+
     private void giveBack() {
-        if (producer != null && IDLE_PRODUCERS.putIfAbsent(transactionalId(), producer) != null) {
+        if (producer != null && IDLE_PRODUCERS.putIfAbsent(producerKey(), producer) != null) {
             producer.close(Duration.ZERO);
         }
         producer = null;
-        if (reader != null && IDLE_READERS.putIfAbsent(appId + "|" + clientProps.get("bootstrap.servers"), reader) != null) {
+        if (reader != null && IDLE_READERS.putIfAbsent(readerKey(), reader) != null) {
             reader.close(Duration.ZERO);
         }
         reader = null;

@@ -67,3 +67,27 @@ def test_idle_partitions_keep_their_offsets_and_a_lost_checkpoint_resumes_exactl
     assert report.violations == [] and report.output_committed + report.dead_lettered == report.input_committed
     assert report.input_aborted > 0
 
+
+
+def test_a_realtime_stream_keeps_an_idle_partitions_offset(short_retention, spark, tmp_path):
+    bootstrap = short_retention
+    source, sink = "retention-rt-in", "retention-rt-out"
+    for topic, partitions in ((source, 2), (sink, 2), (f"{sink}.dlq", 1)):
+        create_topic(bootstrap, topic, partitions, 1)
+    produce(bootstrap, source, 1_000, records_per_transaction=100, abort_ratio=0.3, seed=10)
+    settings = StreamSettings(input_topic=source, output_topic=sink, bootstrap_server=bootstrap, app_id="retention-rt",
+                              checkpoint=tmp_path / "checkpoint", trigger="realtime:5 seconds",
+                              timeout_s=RETENTION_S + 15)
+    # Partition 0 gets more records half a minute in; partition 1 stays idle for longer than the retention. Its
+    # writer's task runs all along but commits only what it writes: before, nothing refreshed its offset.
+    later = threading.Timer(30, lambda: commit_keys(bootstrap, source, range(100_000, 100_050)))
+    later.start()
+    try:
+        running = job.run(spark, settings)
+    finally:
+        later.join()
+    assert running.records_out > 0
+    offsets = group_offsets(bootstrap, "retention-rt", source, [0, 1])
+    assert offsets[1] > 0, "the idle partition's offset outlived the retention"
+    report = verify(bootstrap, source, sink, "retention-rt", f"{sink}.dlq")
+    assert report.violations == [] and report.output_committed + report.dead_lettered == report.input_committed

@@ -15,6 +15,7 @@ from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.kafka_admin import create_topic
 from streaming import job
 from streaming.sink_group import SinkPreconditionError
+from streaming.verify import verify
 from tests.integration.kafka_reads import read_all
 from tests.integration.produce_helpers import produce
 from tests.integration.stream_checks import assert_exactly_once
@@ -75,3 +76,107 @@ def test_realtime_refuses_what_it_cannot_run_exactly_once(spark, realtime_pipeli
         " task per partition, all at once; give it at least 2 (local[2], or executors x cores)")
     with pytest.raises(SinkPreconditionError, match=r"minPartitions: real-time mode needs one task per Kafka partition"):
         job.run(spark, realtime_pipeline(source_options=("minPartitions=4",)))
+
+
+def test_a_resumed_realtime_query_whose_group_offsets_vanished_is_refused_and_output_is_the_way_back(
+        bootstrap, spark, realtime_pipeline, capsys):
+    from confluent_kafka.admin import AdminClient
+
+    settings = realtime_pipeline()
+    job.run(spark, settings)  # stopped inside its first epoch: the writer committed, Spark logged no epoch
+    first = assert_exactly_once(bootstrap, settings, expect_dead=3)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # the offsets expire while the job is down
+    for future in admin.delete_consumer_groups([settings.app_id]).values():
+        future.result(timeout=30)
+
+    # Before: the resumed epoch kept every record (no c to filter by) and wrote the backlog twice.
+    flags = ["--input-topic", settings.input_topic, "--output-topic", settings.output_topic, "--bootstrap-server",
+             bootstrap, "--app-id", settings.app_id, "--checkpoint", settings.checkpoint_uri, "--trigger",
+             "realtime:5 seconds", "--timeout-s", "5"]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        job.main(flags)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+        f"streaming/job.py: error: epoch 0 is run again after a restart, but group '{settings.app_id}' has no offset"
+        f" for {settings.input_topic} partition(s) 0, 1 although the output holds records of it")
+    untouched = verify(bootstrap, settings.input_topic, settings.output_topic, None, settings.dead_letter)
+    assert untouched.violations == [] and untouched.output_committed == first.output_committed
+
+    fs_shell("-rm", "-r", "-f", settings.checkpoint_uri)
+    more = produce(bootstrap, settings.input_topic, 7_000, records_per_transaction=250, abort_ratio=0.3, seed=8,
+                   resume=True)
+    resumed = job.run(spark, realtime_pipeline(trigger="realtime:5 seconds", timeout_s=6.0, starting_offsets="output"))
+    assert resumed.records_out == more.records_committed and resumed.records_skipped == 0
+    assert_exactly_once(bootstrap, settings, expect_dead=3)
+
+
+def _writer(spark, bootstrap: str, app_id: str, output: str, **client):
+    """The real-time writer built by hand on the driver's JVM (as RealTimeWriter builds it), and its counters."""
+    from streaming.stats import LATENCY_BOUNDS_MS
+
+    writer_class = spark.sparkContext._jvm.eosbench.spark.RealTimeTransactionalWriter
+    gateway = spark.sparkContext._gateway
+    bounds = gateway.new_array(gateway.jvm.double, len(LATENCY_BOUNDS_MS))
+    for index, bound in enumerate(LATENCY_BOUNDS_MS):
+        bounds[index] = float(bound)
+    counters = writer_class.Counters()
+    writer = writer_class({"bootstrap.servers": bootstrap, **client}, {"transaction.timeout.ms": "60000"}, app_id,
+                          output, f"{output}.dlq", "passthrough", False, 600_000, 1, 0, counters,
+                          writer_class.LatencyHistogram(bounds))
+    return writer, counters
+
+
+def _rows(spark, topic: str):
+    """Two rows as the Kafka source hands them to the writer (Java Rows with the source's schema)."""
+    from datetime import datetime
+
+    frame = spark.createDataFrame([(b"1", b"one", topic, 0, 0, datetime.now()), (b"2", b"two", topic, 0, 1, datetime.now())],
+                                  "key binary, value binary, topic string, partition int, offset long, timestamp timestamp")
+    return list(frame._jdf.collectAsList())
+
+
+def test_the_realtime_writer_fails_its_task_rather_than_lose_a_row_and_keys_idle_clients_by_their_settings(
+        bootstrap, spark, new_topic):
+    from py4j.protocol import Py4JJavaError
+
+    source, sink = new_topic(partitions=1, prefix="rtw-in"), new_topic(partitions=1, prefix="rtw-out")
+    create_topic(bootstrap, f"{sink}.dlq", 1, 1)
+    rows = _rows(spark, source)
+    thread = spark.sparkContext._jvm.java.lang.Thread
+    producers, transactions = 5, 3  # RealTimeTransactionalWriter.Counters' slots
+
+    # An interrupt before the partition's c is known: before, the row was dropped and the task went on.
+    writer, counters = _writer(spark, bootstrap, f"app-{sink}", sink)
+    writer.open(0, 0)
+    thread.currentThread().interrupt()
+    try:
+        with pytest.raises(Py4JJavaError, match="InterruptException"):
+            writer.process(rows[0])
+    finally:
+        thread.interrupted()  # this py4j thread serves the test's later calls
+    writer.close(spark.sparkContext._jvm.java.lang.RuntimeException("failed"))  # a failed task's close
+
+    # An interrupt that stops the epoch's last commit: before, close() returned as if the kept row were written.
+    writer, counters = _writer(spark, bootstrap, f"app-{sink}", sink)
+    writer.open(0, 1)
+    writer.process(rows[0])  # kept: the commit interval (10 minutes) has not passed
+    thread.currentThread().interrupt()
+    try:
+        with pytest.raises(Py4JJavaError, match="1 rows of epoch 1 were not committed"):
+            writer.close(None)
+    finally:
+        thread.interrupted()
+    assert list(counters.value())[transactions] == 0
+
+    # An idle producer is handed only to a writer with the same client settings, not just the same T(p).
+    writer, counters = _writer(spark, bootstrap, f"app-{sink}", sink)
+    writer.open(0, 2)
+    writer.process(rows[1])
+    writer.close(None)
+    assert list(counters.value())[producers] == 1 and list(counters.value())[transactions] == 1
+    writer, counters = _writer(spark, bootstrap, f"app-{sink}", sink, **{"client.id": "another-setting"})
+    writer.open(0, 3)
+    writer.process(rows[1])  # c is now past it: dropped, but the producer is taken first
+    writer.close(None)
+    assert list(counters.value())[producers] == 1, "a producer of other settings is built, not borrowed"

@@ -73,3 +73,23 @@ def test_checkpoint_on_s3_survives_a_driver_kill_and_its_loss(bootstrap, pipelin
         more.records_committed, "only what came after the group's offsets is read"
     assert_exactly_once(bootstrap, settings)
     assert_output_is_input(bootstrap, settings)
+
+
+@pytest.mark.parametrize("checkpoint", ["s3a", "hdfs"], indirect=True)
+def test_of_two_drivers_writing_one_batch_id_the_second_is_refused(checkpoint, request):
+    from eosbench.local.hadoop_fs import hadoop_main
+    from eosbench.local.jars import resolve_bundle
+
+    on_s3 = checkpoint.startswith("s3a://")
+    s3a_config = request.getfixturevalue("s3_server").settings.credentials_file if on_s3 else None
+    manager = "eosbench.spark.ObjectStoreCheckpointFileManager"  # its test entry; the class is in bundle s3a's jar
+
+    def writers(mode: str, path: str) -> list[str]:
+        done = hadoop_main(manager, mode, path, s3a_config=s3a_config, jars=(resolve_bundle("s3a")[-1],))
+        return done.stdout.split()
+
+    # Both opened offsets/7 before either finished, as two drivers of one checkpoint do: this manager on S3,
+    # Spark's default (a rename that refuses an existing name) on HDFS.
+    assert writers("race", f"{checkpoint}/offsets/7") == ["written", "refused", "FileAlreadyExistsException"]
+    if on_s3:  # and the store itself refuses a conditional upload of an entry that exists (If-None-Match)
+        assert writers("conditional", f"{checkpoint}/offsets/7")[0] == "refused"

@@ -170,3 +170,46 @@ def test_co_partitioned_output_keeps_each_record_on_its_input_partition_number(b
     with pytest.raises(SinkPreconditionError, match=r"has 2 partitions for .*'s 3"):
         job.run(spark, pipeline(output_topic=narrow, output_partitioning="input", app_id=f"app-{narrow}",
                                 dead_letter_topic=dead_letters))
+
+
+def test_a_smaller_slot_count_fences_every_old_slot_id_and_a_late_task_of_the_old_run_stops(bootstrap, spark,
+                                                                                             pipeline):
+    from confluent_kafka import Consumer as Memberless
+
+    from streaming.sink_task import run_transaction
+    from streaming.task_plan import TaskPlan
+
+    settings = pipeline(txn_scope="slot", txn_slots=8)
+    job.run(spark, settings)
+    tags = committed(bootstrap, settings)
+    assert {c.slot[1] for c in tags.values()} == {8} and {c.slot_ids for c in tags.values()} == {8}
+    old_run = next(iter({c.run for c in tags.values()}))
+    unused = next(k for k in range(8) if k not in {c.slot[0] for c in tags.values()})
+    # A stopped worker of that run held slot `unused`'s producer with a transaction open; no partition's last
+    # commit names that slot. Before, a restart with 4 slots fenced 0..3 and the slots of the last commits only.
+    zombie = open_zombie(bootstrap, settings, unused)
+    commit_keys(bootstrap, settings.input_topic, range(5_000_000, 5_000_090), partition=0)
+    restarted = job.run(spark, settings.model_copy(update={"txn_slots": 4}))
+    assert restarted.records_out == 90 and restarted.slots_fenced == 8
+    assert_fenced(zombie)
+    tags = committed(bootstrap, settings)
+    assert {c.slot_ids for c in tags.values()} == {8}, "the count of slot ids ever used is carried on"
+    assert len({c.run for c in tags.values()} - {old_run}) == 1, "every partition is stamped with the new run"
+
+    # A task of the old run that makes its producer only now, after the new run's fence (a worker resumed
+    # late), reads the new run's stamp and stops. Before, it committed offsets over the new run's work.
+    reader = Memberless({"bootstrap.servers": bootstrap, "group.id": settings.app_id})
+    late = TaskPlan(app_id=settings.app_id, output_topic=settings.output_topic, dead_letter_topic=settings.dead_letter,
+                    process="passthrough", producer_config=settings.producer_config(),
+                    group_metadata=reader.consumer_group_metadata(), end_offsets={}, max_retries=0,
+                    pre_register=False, batch_id=5, fault=None, txn_scope="slot", input_partitions=3, txn_slots=8,
+                    slot_ids=8, run=old_run)
+    reader.close()
+    before = {p: c.offset for p, c in tags.items()}
+    with pytest.raises(SinkPreconditionError, match=rf"^the offset of {settings.input_topic}\[0\] in group"
+                                                    rf" '{settings.app_id}' was committed by run [0-9a-f]{{16}} of this"
+                                                    r" pipeline, which started after this task's driver"):
+        run_transaction(late, f"{settings.app_id}.slot.{unused}", [], {(settings.input_topic, 0): before[0] + 10**6},
+                        slot=unused)
+    assert {p: c.offset for p, c in committed(bootstrap, settings).items()} == before
+    assert_exactly_once(bootstrap, settings)

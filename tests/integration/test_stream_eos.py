@@ -20,7 +20,7 @@ from conf.stream_settings import StreamSettings
 from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.kafka_admin import create_topic
 from streaming import job
-from streaming.verify import verify, wait_until_stable
+from streaming.verify import group_offsets, verify, wait_until_stable
 from tests.integration.kafka_reads import read_all
 from tests.integration.produce_helpers import commit_keys, produce
 from tests.integration.stream_checks import assert_exactly_once, local_checkpoint, logged_batches
@@ -405,6 +405,35 @@ def test_a_replay_whose_group_offsets_expired_is_refused(bootstrap, spark, pipel
     assert "\n" not in str(refused.value)
     report = verify(bootstrap, settings.input_topic, settings.output_topic, None, settings.dead_letter)
     assert report.violations == [] and report.output_committed == report.input_committed
+
+
+def test_a_batch_that_would_skip_committed_records_is_refused(bootstrap, spark, pipeline):
+    from streaming.eos_sink import SinkPreconditionError
+
+    settings = pipeline()
+    job.run(spark, settings)
+    produce(bootstrap, settings.input_topic, 15_000, records_per_transaction=500, abort_ratio=0.3, seed=4, resume=True)
+    # A second writer of the checkpoint's last batch id (two drivers, or a log restored from elsewhere) left an
+    # offsets entry that ends above what the sink committed for that batch. Before, the next batch started
+    # there and committed past the records in between: lost, with nothing to tell.
+    before = group_offsets(bootstrap, settings.app_id, settings.input_topic, [0, 1, 2])
+    offsets = local_checkpoint(settings) / "offsets"
+    last = max(int(p.name) for p in offsets.iterdir() if p.name.isdigit())
+    header, metadata, ends = (offsets / str(last)).read_text().splitlines()
+    moved = json.loads(ends)
+    moved[settings.input_topic]["0"] += 700
+    (offsets / str(last)).write_text("\n".join([header, metadata, json.dumps(moved)]))
+    (offsets / f".{last}.crc").unlink(missing_ok=True)
+    with pytest.raises(SinkPreconditionError, match=rf"^batch {last + 1} starts {settings.input_topic}\[0\] at offset"
+                                                    rf" {moved[settings.input_topic]['0']}, but group"
+                                                    rf" '{settings.app_id}' committed only up to \d+ and the input holds"
+                                                    r" committed records in between") as refused:
+        job.run(spark, settings)
+    assert "\n" not in str(refused.value)
+    assert group_offsets(bootstrap, settings.app_id, settings.input_topic, [0])[0] == before[0], "nothing skipped"
+    report = verify(bootstrap, settings.input_topic, settings.output_topic, settings.app_id, settings.dead_letter,
+                    live=True)
+    assert report.violations == [], "what the group's offsets cover was delivered once each"
 
 
 # ----------------------------------------------------------------------------- the verifier's multisets

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from streaming import eos_sink, sink_task, transaction_size
+from streaming import eos_sink, sink_start, sink_task, transaction_size
 from streaming.sink_group import CommittedOffset, read_committed_offsets
 from streaming.starting_offsets import unrecorded_partitions
 from streaming.stats import BatchStats
@@ -126,24 +126,29 @@ def test_a_tag_reads_back_whole_even_with_bytes_past_its_end(metadata, read):
     assert read_committed_offsets(reader, "in", [0], "app") == {0: CommittedOffset(5, *read)}
 
 
-@pytest.mark.parametrize(("written", "delivered", "refused"), [
-    (False, {}, []),  # a first run that committed nothing: nothing is read, the batch runs
-    (True, {0: 120, 2: 7}, [0]),  # partition 0's slice is in the output; 2's records there are older
-    (True, {}, []),  # written by nothing of this input: no slice was committed
+@pytest.mark.parametrize(("written", "delivered", "trimmed", "refused"), [
+    (False, {}, {}, []),  # a first run that committed nothing: nothing is read, the batch runs
+    (True, {0: 120, 2: 7}, {}, [0]),  # partition 0's slice is in the output; 2's records there are older
+    (True, {}, {}, []),  # written by nothing of this input: no slice was committed
+    # An output partition lost its oldest records and holds none of 2's: its slice may be among them.
+    (True, {0: 90, 2: 7}, {"out[1]": {0}}, [2]),
 ])
-def test_a_replayed_first_batch_is_refused_only_where_the_output_holds_its_records(monkeypatch, written, delivered,
-                                                                                    refused):
+def test_a_replayed_batch_is_refused_only_where_the_output_holds_or_may_have_lost_its_records(
+        monkeypatch, written, delivered, trimmed, refused):
     from streaming import starting_offsets
+    from streaming.output_evidence import Evidence
 
     class Closing:
         def close(self):
             """Nothing to close."""
     monkeypatch.setattr(starting_offsets, "_consumer", lambda bootstrap, **config: Closing())
     monkeypatch.setattr(starting_offsets, "ever_written", lambda consumer, topics: written)
-    monkeypatch.setattr(starting_offsets, "delivered_source_ends", lambda *args, **kwargs: delivered)
+    monkeypatch.setattr(starting_offsets, "read_evidence",
+                        lambda *args, **kwargs: Evidence(ends=delivered, trimmed=trimmed))
     committed = {0: CommittedOffset(-1, None), 1: CommittedOffset(50, "partition"), 2: CommittedOffset(-1, None)}
     starts = {0: 100, 1: 50, 2: 10}
-    assert starting_offsets.first_batch_written_again("b:9092", "in", ["out", "out.dlq"], committed, starts) == refused
+    assert starting_offsets.replay_written_again("b:9092", "in", ["out", "out.dlq"], committed, starts, "app",
+                                                 settle_timeout_s=1.0) == refused
 
 
 def test_a_sink_without_its_dead_letter_topic_is_refused_naming_the_admin_command():
@@ -154,10 +159,10 @@ def test_a_sink_without_its_dead_letter_topic_is_refused_naming_the_admin_comman
     missing = SimpleNamespace(topics={"orders-out.dlq": SimpleNamespace(error="UNKNOWN_TOPIC_OR_PART")})
     client = SimpleNamespace(list_topics=lambda topic, timeout: missing)
     with pytest.raises(EnvironmentFailure) as refused:
-        eos_sink._check_dead_letter_topic(client, settings)
+        sink_start._check_dead_letter_topic(client, settings)
     assert "\n" not in str(refused.value) and str(refused.value).startswith(
         "dead-letter topic 'orders-out.dlq' is missing or hidden from this principal")
     assert ("`eosbench acls --app-id orders-app --principal User:<you> --input-topic orders --output-topic orders-out"
             " --apply --command-config ADMIN.properties`") in str(refused.value)
     present = SimpleNamespace(topics={"orders-out.dlq": SimpleNamespace(error=None)})
-    eos_sink._check_dead_letter_topic(SimpleNamespace(list_topics=lambda topic, timeout: present), settings)
+    sink_start._check_dead_letter_topic(SimpleNamespace(list_topics=lambda topic, timeout: present), settings)

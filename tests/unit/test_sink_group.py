@@ -85,8 +85,8 @@ def test_a_scope_tag_is_read_by_its_prefix_and_undecodable_metadata_is_nobodys()
     assert read_committed_offsets(reader(Undecodable()), "in", [0], "app") == {0: CommittedOffset(5, None)}
 
 
-def test_a_slot_scope_tag_carries_its_slot_and_slot_count_and_other_tags_carry_none():
-    from streaming.sink_group import new_commit_token, offset_tag, read_committed_offsets
+def test_a_slot_scope_tag_carries_its_slot_slot_count_ids_and_run_and_other_tags_carry_none():
+    from streaming.sink_group import new_commit_token, new_run, offset_tag, read_committed_offsets
 
     token = new_commit_token()
 
@@ -94,7 +94,12 @@ def test_a_slot_scope_tag_carries_its_slot_and_slot_count_and_other_tags_carry_n
         tp = SimpleNamespace(partition=0, offset=7, error=None, metadata=metadata)
         return read_committed_offsets(SimpleNamespace(committed=lambda partitions, timeout: [tp]), "in", [0], "a")[0]
 
-    assert read(offset_tag("slot", 64, token, (3, 8)) + "\x00junk") == CommittedOffset(7, "slot", 64, token, (3, 8))
+    run = new_run()
+    assert read(offset_tag("slot", 64, token, (3, 8), 12, run) + "\x00junk") == CommittedOffset(
+        7, "slot", 64, token, (3, 8), 12, run), "slot, slot count, the slot ids ever used and the run, stray bytes left"
+    assert read(offset_tag("slot", 64, token, (3, 8), 2, run)).slot_ids == 8, "the ids ever used cover today's G"
+    assert read(f"eosbench txn-scope=slot;partitions=64;token={token};slot=3/8;") == CommittedOffset(
+        7, "slot", 64, token, (3, 8)), "a slot tag from before ids and run"
     assert read(offset_tag("partition", 64, token)) == CommittedOffset(7, "partition", 64, token, None)
     with pytest.raises(SinkPreconditionError, match="committed with --txn-scope slot"):
         check_scope({0: read(offset_tag("slot", 4, token, (0, 2)))}, "in", "app", "partition")

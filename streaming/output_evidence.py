@@ -1,0 +1,161 @@
+"""What a pipeline's output and dead-letter topics prove about where it left each input partition.
+
+Three starts read this evidence when the group's offsets cannot be trusted: `--starting-offsets
+output` (each partition resumes after the last record delivered from it), a first micro-batch
+run again after a restart whose group offsets are gone (`streaming/eos_sink.py`), and a real-time
+query resumed likewise (`streaming/realtime.py`). Each asks, per input partition, for the offset
+after the highest input record that this pipeline delivered. The answer is only as good as what
+the topics still hold, so the read refuses, in one line, wherever it could be too low:
+
+- **An open transaction hides what follows it.** A read_committed reader stops at a partition's
+  last stable offset, so one transaction still open on an output partition hides every
+  committed record after it, other tasks' included. Right after a crash that is the crashed
+  run's own transaction, until its `transaction.timeout.ms` passes. The read first waits, with a
+  progress line, until every partition's last stable offset reaches the end offset it had when
+  the wait began; a transaction still open after this run's own transaction timeout (and a
+  margin) cannot be one of this pipeline's, and the read stops naming its partition.
+- **A compacted topic** (`cleanup.policy=compact`) may have dropped any record, a partition's last
+  one included: refused.
+- **A trimmed partition** (its log start above 0: retention, or DeleteRecords) has lost a prefix.
+  The records of one input partition p in one output partition q name increasing input offsets
+  (p's transactions commit in order; `verify`'s `reordered` check holds this), so those of p
+  that survive in q are its highest there, and q's share of the evidence is intact if any of p's
+  records survive in it. A trimmed q that holds none of p's records may have lost p's last ones:
+  p's evidence is then `unsure`, and a start that needs it is refused.
+- **Only this pipeline's records count.** `eos.txn` names the pipeline (conf/headers.py);
+  records of another pipeline, and records without `eos.txn` (an at-least-once sink's), are
+  ignored; a record written before `eos.txn` named its pipeline counts as this pipeline's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from conf.client_config import Connection, connection
+from conf.client_log import CLIENT_LOG
+from conf.headers import SRC_HEADER, TXN_HEADER, txn_pipeline
+from conf.stream_settings import StreamSettings
+from streaming.sink_group import SinkPreconditionError
+from streaming.topic_index import records_to_end, source_position, topic_reader
+
+PROGRESS_EVERY_S = 5.0
+# Past this run's own transaction timeout, how long an open transaction may still take to end: the
+# coordinator aborts an expired one at its next check, every
+# transaction.abort.timed.out.transaction.cleanup.interval.ms (10 s by default), then writes the markers.
+SETTLE_MARGIN_S = 15.0
+
+
+def settle_timeout_s(settings: StreamSettings) -> float:
+    """How long a start waits for the outputs' open transactions: this run's transaction timeout, and a margin."""
+    return settings.transaction_timeout_s + SETTLE_MARGIN_S
+
+
+@dataclass
+class Evidence:
+    """Per input partition, the offset after the highest input record the pipeline delivered, and what may be missing."""
+
+    ends: dict[int, int] = field(default_factory=dict)
+    # Each trimmed topic-partition, with the input partitions whose records survive in it.
+    trimmed: dict[str, set[int]] = field(default_factory=dict)
+
+    def unsure(self, partition: int) -> list[str]:
+        """The trimmed topic-partitions that hold none of this input partition's records: they may have lost its last ones."""
+        return sorted(name for name, held in self.trimmed.items() if partition not in held)
+
+
+def compacted(bootstrap: str | Connection, topics: list[str]) -> list[str]:
+    """The topics whose cleanup.policy compacts (a principal that may not describe a topic's configuration learns nothing)."""
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    admin = AdminClient(connection(bootstrap).librdkafka(), logger=CLIENT_LOG)
+    found = []
+    for topic in topics:
+        try:
+            future = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
+            if "compact" in next(iter(future.values())).result(timeout=30)["cleanup.policy"].value:
+                found.append(topic)
+        except (KafkaException, KeyError, FutureTimeout):
+            continue
+    return found
+
+
+def await_stable(bootstrap: str | Connection, topics: list[str], timeout_s: float,
+                 on_progress: Callable[[str], None] | None = None) -> None:
+    """Return once every partition's last stable offset reaches the end offset it had at the call; refuse past timeout_s."""
+    from streaming.verify import stable_and_end_offsets
+
+    existing = [topic for topic in topics if _exists(bootstrap, topic)]
+    targets = {(topic, p): end for topic in existing for p, (_, end) in stable_and_end_offsets(bootstrap, topic).items()}
+    started = reported = time.monotonic()
+    while True:
+        behind = {(topic, p): (lso, targets[(topic, p)]) for topic in existing
+                  for p, (lso, _) in stable_and_end_offsets(bootstrap, topic).items() if lso < targets[(topic, p)]}
+        if not behind:
+            return
+        (topic, p), (lso, end) = min(behind.items())
+        waited = time.monotonic() - started
+        if waited > timeout_s:
+            raise SinkPreconditionError(
+                f"{topic}[{p}] still has a transaction open after {waited:.0f} s (last stable offset {lso}, end {end}):"
+                " a read_committed reader cannot see the records committed after it, so where the pipeline left its"
+                " input cannot be read yet. It is not one of this pipeline's transactions, which end within this"
+                " run's transaction.timeout.ms; start again once its producer has committed or aborted it")
+        if on_progress and time.monotonic() - reported >= PROGRESS_EVERY_S:
+            reported = time.monotonic()
+            on_progress(f"waiting for the transactions open on {len(behind)} partition(s) of {', '.join(existing)} to"
+                        f" end (first: {topic}[{p}], last stable offset {lso} of {end}), at most {timeout_s - waited:.0f}"
+                        " s more")
+        time.sleep(0.5)
+
+
+def _exists(bootstrap: str | Connection, topic: str) -> bool:
+    reader = topic_reader(bootstrap, "read_committed")
+    try:
+        found = reader.list_topics(topic, timeout=30).topics.get(topic)
+        return found is not None and found.error is None
+    finally:
+        reader.close()
+
+
+def read_evidence(bootstrap: str | Connection, input_topic: str, topics: list[str], pipeline: str,
+                  settle_timeout_s: float, on_progress: Callable[[str], None] | None = None) -> Evidence:
+    """Read the pipeline's evidence from the topics (output, dead letters), refusing a compacted one and waiting out open transactions."""
+    folded = compacted(bootstrap, topics)
+    if folded:
+        raise SinkPreconditionError(
+            f"{folded[0]} is compacted (cleanup.policy=compact): compaction may have removed any record, a partition's"
+            f" last one included, so it cannot show where the pipeline left {input_topic}")
+    await_stable(bootstrap, topics, settle_timeout_s, on_progress)
+    evidence = Evidence()
+    mine = pipeline.encode()
+    for topic in topics:
+        def report(read: int, total: int, topic: str = topic) -> None:
+            on_progress(f"reading {topic} for the last delivered {input_topic} offsets: {read:,} of about"
+                        f" {total:,} records")
+        reader = topic_reader(bootstrap, "read_committed")
+        try:
+            records = records_to_end(reader, topic, on_progress=report if on_progress else None)
+            try:
+                bounds = next(records)
+            except ValueError:  # a topic that does not exist holds nothing
+                continue
+            trimmed = {q: evidence.trimmed.setdefault(f"{topic}[{q}]", set()) for q, (low, _) in bounds.items() if low > 0}
+            for message in records:
+                headers = dict(message.headers() or ())
+                txn = headers.get(TXN_HEADER)
+                if txn is None or txn_pipeline(txn) not in (mine, None):
+                    continue
+                partition, offset = source_position(headers.get(SRC_HEADER), input_topic)
+                if partition < 0:
+                    continue
+                evidence.ends[partition] = max(evidence.ends.get(partition, 0), offset + 1)
+                if message.partition() in trimmed:
+                    trimmed[message.partition()].add(partition)
+        finally:
+            reader.close()
+    return evidence

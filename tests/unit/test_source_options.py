@@ -92,3 +92,16 @@ def test_real_time_mode_keeps_kafkas_own_wait():
 def test_command_config_cannot_carry_the_wait_so_source_options_is_the_one_way_to_set_it():
     with pytest.raises(SettingsError, match="fetch.max.wait.ms: not a connection or security property"):
         ClientConfig.from_properties({"fetch.max.wait.ms": "500"})
+
+
+def test_the_demos_batch_reads_take_the_same_wait():
+    # read_topic reads every partition to its end, where the held fetch would cost each task the whole wait.
+    from streaming.reader import read_topic
+
+    class BatchSpark:
+        def __init__(self):
+            self.read = RecordingReader()
+
+    given = read_topic(BatchSpark(), "127.0.0.1:9092", "in")
+    assert given["kafka.fetch.max.wait.ms"] == "1"
+    assert given["endingOffsets"] == "latest"

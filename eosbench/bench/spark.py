@@ -70,6 +70,10 @@ VARIANTS = {
 }
 # What lands on the transaction coordinators (and FindCoordinator, on any broker) per transaction.
 COORDINATOR_REQUESTS = (*TXN_REQUESTS, "InitProducerId", "FindCoordinator")
+# What Spark's Kafka source asks the brokers: its consumers' fetches, and its offset look-ups (two
+# after every poll on the executors, the driver's each trigger). Counted per batch around each drain
+# run, so that a source arm shows what a setting costs the brokers (a shorter fetch wait: nothing more).
+SOURCE_REQUESTS = ("FetchConsumer", "ListOffsets")
 # Reported in this order: AddPartitionsToTxn split as `bench protocol` splits it.
 REQUEST_NAMES = ("AddPartitionsToTxn_client", "AddPartitionsToTxn_broker", *COORDINATOR_REQUESTS[1:])
 # The transaction's fixed costs, against the time spent producing records.
@@ -197,12 +201,17 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
             # first batch (about 0.26 s each here), which at 256 partitions is most of a short run.
             figures.update(slots_fenced=summary.slots_fenced, records_per_s=rate, load_average=os.getloadavg()[0],
                            steady_records_per_s=summary.steady_input_rows_per_s)
+            if after is not None:
+                figures["source_requests_per_batch"] = source_requests_per_batch(before, after, summary.batches)
             scaling.setdefault(variant, []).append(figures)
             print(f"round {round_number} {variant:<18} {summary.input_rows:>10,} records in {summary.seconds:6.1f} s"
                   f" = {rate:>10,.0f} records/s, {summary.steady_input_rows_per_s or 0:,.0f} after the first two"
                   f" batches (load average {figures['load_average']:.2f})", flush=True)
             if transactions:
                 print(f"  {scaling_line(figures)}", flush=True)
+            if "source_requests_per_batch" in figures:
+                print("  source requests per batch: " + ", ".join(
+                    f"{name} {count:,.1f}" for name, count in figures["source_requests_per_batch"].items()), flush=True)
 
     medians = {variant: statistics.median(rates) for variant, rates in throughput.items()}
     report = {"run_id": run_id, "brokers": brokers, "records": records, "partitions": partitions,
@@ -266,6 +275,11 @@ def phase_shares(phase_seconds: dict[str, float]) -> dict[str, float]:
     """The share of the sink's transaction time (every phase summed) in init, send_offsets and commit."""
     total = sum(phase_seconds.values())
     return {phase: phase_seconds.get(phase, 0.0) / total if total else 0.0 for phase in FIXED_COST_PHASES}
+
+
+def source_requests_per_batch(before: Counter, after: Counter, batches: int) -> dict[str, float]:
+    """Each of SOURCE_REQUESTS between two readings of the brokers' counters, per batch."""
+    return {name: (after[name] - before[name]) / batches if batches else 0.0 for name in SOURCE_REQUESTS}
 
 
 def scaling_figures(transactions: int, batches: int, seconds: float, phase_seconds: dict[str, float], markers: int,
@@ -466,7 +480,7 @@ def _append_rows(spark, report: dict, batch_seconds: dict[str, list[float]], res
 
 
 def _request_counts_or_none(urls: list[str]) -> Counter | None:
-    """The brokers' coordinator request counts, or None (said in one line) when an exporter does not answer.
+    """The brokers' coordinator and source request counts, or None (said in one line) when an exporter does not answer.
 
     A run's records/s and markers stand without them, so an exporter that fails mid-bench costs
     that run its request figures, not the bench.
@@ -474,7 +488,7 @@ def _request_counts_or_none(urls: list[str]) -> Counter | None:
     if not urls:
         return None
     try:
-        return request_counts(urls, COORDINATOR_REQUESTS)
+        return request_counts(urls, (*COORDINATOR_REQUESTS, *SOURCE_REQUESTS))
     except EnvironmentProblem as exc:
         print(f"no coordinator request counts for this run: {exc}", flush=True)
         return None

@@ -106,3 +106,14 @@ def test_the_latency_run_reads_the_runs_partitions_with_the_arms_source_options(
     assert ran[0].input_topic == "src-latency-arm-kafka-default-live" and ran[0].trigger == "1 second"
     assert ran[0].extra_source_options() == {"kafka.fetch.max.wait.ms": "500"}
     assert latency["partitions"] == 64 and latency["median_batch_s"] == 0.6 and latency["max_batch_s"] == 3.0
+
+
+def test_the_source_requests_of_a_drain_are_counted_per_batch_beside_the_coordinators():
+    from collections import Counter
+
+    before = Counter({"FetchConsumer": 1000, "ListOffsets": 40, "EndTxn": 5})
+    # 4 batches: 64 partitions' fetches and prefetches, and two look-ups after each poll.
+    after = before + Counter({"FetchConsumer": 512, "ListOffsets": 520, "EndTxn": 256})
+    assert bench.source_requests_per_batch(before, after, 4) == {"FetchConsumer": 128.0, "ListOffsets": 130.0}
+    assert bench.source_requests_per_batch(before, after, 0) == {"FetchConsumer": 0.0, "ListOffsets": 0.0}
+    assert "FetchConsumer" not in bench.request_rates(before, after, 8.0, 256, 4), "the coordinator's figures are apart"

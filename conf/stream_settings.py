@@ -40,6 +40,19 @@ _JOB_SOURCE_OPTIONS = {"kafka.bootstrap.servers": "--bootstrap-server", "subscri
                        "subscribepattern": "--input-topic", "assign": "--input-topic",
                        "startingoffsets": "--starting-offsets", "kafka.isolation.level": "read_committed, always",
                        "includeheaders": "true, always", "maxoffsetspertrigger": "--max-offsets-per-trigger"}
+# How long the broker may hold a fetch of Spark's Kafka source that finds nothing new (Kafka's
+# default is 500 ms). Kafka's consumer sends its next fetch as soon as a poll returns records, and
+# after every poll Spark looks the partition's earliest and latest offsets up (two ListOffsets) on
+# that same connection; a broker reads one request of a connection at a time, so when the poll
+# ended at the log's end the look-up waited behind the held fetch. Every micro-batch task that reads
+# to the end paid the whole wait, a core's tasks one after another. At 1 ms the look-up waits no
+# longer than the round trips it costs anyway, and the broker still holds an empty fetch for a
+# tick, so a poll that finds nothing does not send fetches back to back. A micro-batch consumer
+# fetches only inside its tasks' polls, so the shorter wait adds no fetch requests. Real-time mode
+# is left at Kafka's default: it never looks offsets up behind a fetch, and its tasks poll at the
+# log's end all the time, so a short wait would only multiply their empty fetches.
+SOURCE_FETCH_MAX_WAIT_MS = "kafka.fetch.max.wait.ms"
+SOURCE_OPTION_DEFAULTS = {SOURCE_FETCH_MAX_WAIT_MS: "1"}
 # The Hadoop file systems a checkpoint may live on; abfss is abfs over TLS, Azure's usual form.
 CHECKPOINT_SCHEMES = ("file", "hdfs", "s3a", "abfs", "abfss")
 _URI_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*):")
@@ -228,6 +241,18 @@ class StreamSettings(BaseModel):
     def extra_source_options(self) -> dict[str, str]:
         """Spark Kafka source options given with --source-options, on top of the job's own."""
         return parse_kv_pairs(list(self.source_options))
+
+    def source_option_defaults(self) -> dict[str, str]:
+        """eosbench's Spark Kafka source options (SOURCE_OPTION_DEFAULTS), each where the user set none of that name.
+
+        Micro-batch mode only. Spark reads option names case-blind, so `kafka.FETCH.MAX.WAIT.MS` is the
+        user's value too; --command-config cannot carry a consumer setting (it takes connection and
+        security properties only), so --source-options is the one way to set one.
+        """
+        if self.realtime_interval is not None:
+            return {}
+        given = {name.lower() for name in (*self.extra_source_options(), *self.spark_kafka_options())}
+        return {name: value for name, value in SOURCE_OPTION_DEFAULTS.items() if name.lower() not in given}
 
     @property
     def connection(self) -> Connection:

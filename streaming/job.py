@@ -161,6 +161,7 @@ def starting_offsets(checkpoint, settings: StreamSettings) -> str:
 def source(spark, settings: StreamSettings, checkpoint):
     """The read_committed Kafka stream."""
     reader = (spark.readStream.format("kafka")
+              .options(**settings.source_option_defaults())  # each only where --source-options sets none
               .options(**settings.extra_source_options())
               .options(**settings.spark_kafka_options())
               .option("kafka.bootstrap.servers", settings.bootstrap_server)

@@ -6,8 +6,11 @@ import argparse
 import re
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from conf.client_config import COMMAND_CONFIG_HELP
-from conf.stream_settings import INTERVAL
+from conf.settings import SettingsError, validation_error_line
+from conf.stream_settings import INTERVAL, StreamSettings
 from conf.workload_settings import DEFAULT_WORKLOAD, packaged_workloads, workload_path
 from eosbench.bench.checkpoint import STORES as CHECKPOINT_STORES
 from eosbench.bench.protocol import ENGINES as PROTOCOL_ENGINES
@@ -29,6 +32,29 @@ def spark_master(text: str) -> str:
     if not _SPARK_MASTER.fullmatch(text):
         raise argparse.ArgumentTypeError(f"must be local[N], spark://HOST:PORT or yarn, got {text!r}")
     return text
+
+
+_ARM_LABEL = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def source_arm(text: str) -> tuple[str, tuple[str, ...]]:
+    """An argument type: `LABEL:K=V[,K=V...]`, a source arm of `bench spark`, as (LABEL, ("K=V", ...)).
+
+    The options are checked as `eosbench stream --source-options` checks them (the job's own, such
+    as startingOffsets, and security settings are refused), before any input is filled.
+    """
+    label, colon, options = text.partition(":")
+    if not colon or not _ARM_LABEL.fullmatch(label) or not options.strip():
+        raise argparse.ArgumentTypeError(f"expected LABEL:K=V[,K=V...] with a LABEL of letters, digits, '.', '_' and"
+                                         f" '-', got {text!r}")
+    pairs = tuple(pair.strip() for pair in options.split(","))
+    try:
+        StreamSettings(input_topic="in", output_topic="out", source_options=pairs)
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError(validation_error_line(exc)) from None
+    except SettingsError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return label, pairs
 
 
 def add_bench_parser(commands) -> None:
@@ -82,6 +108,12 @@ def add_bench_parser(commands) -> None:
                             " kafka-eos+kafka-python, one client on both sides; kafka-eos+batch is --txn-scope batch,"
                             " kafka-eos+slot --txn-scope slot and kafka-eos+slot+input adds --output-partitioning"
                             " input (these three not in the default)")
+    spark.add_argument("--source-arm", type=source_arm, nargs="+", default=[], dest="source_arms",
+                       metavar="LABEL:K=V[,K=V]",
+                       help="run every sink again as <sink>@LABEL, its Spark Kafka source given these options over"
+                            " the job's own, beside the sinks without them in the drain, 1 s trigger and latency runs"
+                            " (each arm fed the same rate), e.g. kafka-default:kafka.fetch.max.wait.ms=500 against"
+                            " the job's 1 ms (default: none)")
     spark.add_argument("--master", type=spark_master,
                        help="Spark master: local[2,4] (default), spark://HOST:PORT or yarn (client mode), whose"
                             " executors run the environment `eosbench package` packs")
@@ -248,11 +280,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
             from eosbench.local.yarn import yarn_target
 
             yarn_target(args.yarn_state_dir)  # no YARN: one line before the input is filled
+        labels = [label for label, _ in args.source_arms]
+        if len(set(labels)) < len(labels):
+            raise BadInput(f"--source-arm: each LABEL once, got {' '.join(labels)}")
 
         reports = [spark.run(bootstrap, args.records, partitions, args.max_offsets_per_trigger, args.rounds,
                              args.latency_seconds, args.sinks, args.results_dir, args.trigger_seconds, args.master,
                              most_partitions=max(args.partitions), observe_visibility=args.observe_visibility,
-                             yarn_state_dir=args.yarn_state_dir)
+                             yarn_state_dir=args.yarn_state_dir, source_arms=dict(args.source_arms))
                    for partitions in sorted(set(args.partitions))]
         if len(reports) > 1:
             print(f"plot: {spark.plot_scaling(reports, args.results_dir)}")

@@ -16,6 +16,12 @@ producers created per batch (InitProducerId) and the share of the sink's transac
 init, send_offsets and commit. With `--master spark://…` the runs go to a standalone cluster, with
 `--master yarn` to a YARN in client mode, whose executors run the environment `eosbench package`
 packs, as `eosbench stream --master` does.
+
+Source arms (`--source-arm LABEL:K=V,...`): every sink runs again beside itself as `<sink>@LABEL`,
+its Spark Kafka source given those options over the job's own, in the drain rounds, the 1 s
+trigger rounds and the latency run, so that a source setting is measured before and after in one
+run on one input: `--source-arm kafka-default:kafka.fetch.max.wait.ms=500` sets Kafka's own fetch
+wait against the job's 1 ms.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import numpy as np
 
 from conf.client_config import Connection, connection
 from conf.produce_settings import ProduceSettings
-from conf.stream_settings import StreamSettings
+from conf.stream_settings import SOURCE_OPTION_DEFAULTS, StreamSettings
 from eosbench.bench import results
 from eosbench.bench.latency import fed_input
 from eosbench.bench.protocol import TXN_REQUESTS, exporter_urls, request_counts
@@ -64,6 +70,10 @@ VARIANTS = {
 }
 # What lands on the transaction coordinators (and FindCoordinator, on any broker) per transaction.
 COORDINATOR_REQUESTS = (*TXN_REQUESTS, "InitProducerId", "FindCoordinator")
+# What Spark's Kafka source asks the brokers: its consumers' fetches, and its offset look-ups (two
+# after every poll on the executors, the driver's each trigger). Counted per batch around each drain
+# run, so that a source arm shows what a setting costs the brokers (a shorter fetch wait: nothing more).
+SOURCE_REQUESTS = ("FetchConsumer", "ListOffsets")
 # Reported in this order: AddPartitionsToTxn split as `bench protocol` splits it.
 REQUEST_NAMES = ("AddPartitionsToTxn_client", "AddPartitionsToTxn_broker", *COORDINATOR_REQUESTS[1:])
 # The transaction's fixed costs, against the time spent producing records.
@@ -72,6 +82,34 @@ FIXED_COST_PHASES = ("init", "send_offsets", "commit")
 SCOPES = {"kafka-eos+batch": "batch scope", "kafka-eos+slot": "slot scope",
           "kafka-eos+slot+input": "slot scope, co-partitioned"}
 PROJECT_TO_PARTITIONS = 1_000  # the scaling plot's model line runs on to here
+# `<sink>@<label>`: the sink with the source options of the arm `label` (--source-arm).
+ARM = "@"
+
+
+def sink_of(variant: str) -> str:
+    """The VARIANTS name of a variant, without its arm."""
+    return variant.partition(ARM)[0]
+
+
+def arm_of(variant: str) -> str:
+    """The arm's suffix of a variant (`@label`), or "" for the job's own source options."""
+    return variant[len(sink_of(variant)):]
+
+
+def arm_variants(variants: list[str], arms: dict[str, tuple[str, ...]]) -> list[str]:
+    """The variants as given, then each again in every arm, arm by arm."""
+    return [*variants, *(f"{variant}{ARM}{label}" for label in arms for variant in variants)]
+
+
+def variant_fields(variant: str, arms: dict[str, tuple[str, ...]]) -> dict:
+    """The StreamSettings fields of a variant: its sink's, and its arm's --source-options."""
+    sink, _, label = variant.partition(ARM)
+    return {**VARIANTS[sink], **({"source_options": arms[label]} if label else {})}
+
+
+def variant_tag(variant: str) -> str:
+    """A variant as a part of topic names and app ids (no `+` or `@`, and no arm's tag equal to a sink's)."""
+    return variant.replace("+", "-").replace(ARM, "-arm-")
 
 
 def _fill(bootstrap: str | Connection, topic: str, records: int, partitions: int) -> None:
@@ -85,8 +123,13 @@ def _fill(bootstrap: str | Connection, topic: str, records: int, partitions: int
 
 def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets: int, rounds: int, latency_seconds: int,
         variants: list[str], output_dir: Path, trigger_seconds: int = 30, master: str | None = None,
-        most_partitions: int | None = None, observe_visibility: bool = True, yarn_state_dir: Path | None = None) -> dict:
-    """Run the throughput rounds, the 1 s trigger rounds and the latency run; print, record and return the report."""
+        most_partitions: int | None = None, observe_visibility: bool = True, yarn_state_dir: Path | None = None,
+        source_arms: dict[str, tuple[str, ...]] | None = None) -> dict:
+    """Run the throughput rounds, the 1 s trigger rounds and the latency run; print, record and return the report.
+
+    `source_arms` ({label: ("K=V", ...)}) runs every variant again with those source options, as `<variant>@label`.
+    """
+    arms = dict(source_arms or {})
     brokers = len(cluster_metadata(bootstrap).brokers)
     urls = exporter_urls(bootstrap)
     try:
@@ -113,28 +156,29 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
         output = f"{source}-{tag}"
         create_topic(bootstrap, output, partitions, 1)
         # Co-partitioned output needs dead letters shaped like the output; elsewhere one partition will do.
-        co_partitioned = VARIANTS[variant].get("output_partitioning") == "input"
+        co_partitioned = VARIANTS[sink_of(variant)].get("output_partitioning") == "input"
         create_topic(bootstrap, f"{output}.dlq", partitions if co_partitioned else 1, 1)
         fields = dict(input_topic=source, output_topic=output, bootstrap_server=str(bootstrap),
                       client_config=connection(bootstrap).client_config,
                       app_id=f"bench-{run_id}-{tag}", checkpoint=scratch / tag / "checkpoint",
                       delta_path=scratch / tag / "table", max_offsets_per_trigger=max_offsets)
-        return StreamSettings(**{**fields, **VARIANTS[variant], **extra})
+        return StreamSettings(**{**fields, **variant_fields(variant, arms), **extra})
 
     # Warm the JVM, the Python workers and Arrow on a small input first: whichever sink ran
     # first in a cold session lost 30-40 % to start-up in measured runs.
     for variant in variants:
-        job.run(spark, settings_for(variant, f"warmup-{variant.replace('+', '-')}",
+        job.run(spark, settings_for(variant, f"warmup-{variant_tag(variant)}",
                                     max_offsets_per_trigger=max(1, max_offsets // 10)).model_copy(
             update={"input_topic": warmup_topic}), on_batch=lambda _: None)
-    throughput: dict[str, list[float]] = {variant: [] for variant in variants}
-    batch_seconds: dict[str, list[float]] = {variant: [] for variant in variants}
+    measured = arm_variants(variants, arms)
+    throughput: dict[str, list[float]] = {variant: [] for variant in measured}
+    batch_seconds: dict[str, list[float]] = {variant: [] for variant in measured}
     phases: dict[str, dict] = {}
     scaling: dict[str, list[dict]] = {}
     for round_number in range(1, rounds + 1):
-        shift = (round_number - 1) % len(variants)
-        for variant in variants[shift:] + variants[:shift]:  # rotate so no sink always goes first
-            settings = settings_for(variant, f"{variant.replace('+', '-')}-r{round_number}")
+        shift = (round_number - 1) % len(measured)
+        for variant in measured[shift:] + measured[:shift]:  # rotate so no sink always goes first
+            settings = settings_for(variant, f"{variant_tag(variant)}-r{round_number}")
             before = _request_counts_or_none(urls)
             summary = job.run(spark, settings, on_batch=lambda batch, v=variant: batch_seconds[v].append(batch.duration_s))
             after = _request_counts_or_none(urls) if before is not None else None
@@ -157,33 +201,46 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
             # first batch (about 0.26 s each here), which at 256 partitions is most of a short run.
             figures.update(slots_fenced=summary.slots_fenced, records_per_s=rate, load_average=os.getloadavg()[0],
                            steady_records_per_s=summary.steady_input_rows_per_s)
+            if after is not None:
+                figures["source_requests_per_batch"] = source_requests_per_batch(before, after, summary.batches)
             scaling.setdefault(variant, []).append(figures)
             print(f"round {round_number} {variant:<18} {summary.input_rows:>10,} records in {summary.seconds:6.1f} s"
                   f" = {rate:>10,.0f} records/s, {summary.steady_input_rows_per_s or 0:,.0f} after the first two"
                   f" batches (load average {figures['load_average']:.2f})", flush=True)
             if transactions:
                 print(f"  {scaling_line(figures)}", flush=True)
+            if "source_requests_per_batch" in figures:
+                print("  source requests per batch: " + ", ".join(
+                    f"{name} {count:,.1f}" for name, count in figures["source_requests_per_batch"].items()), flush=True)
 
     medians = {variant: statistics.median(rates) for variant, rates in throughput.items()}
     report = {"run_id": run_id, "brokers": brokers, "records": records, "partitions": partitions,
               "max_offsets_per_trigger": max_offsets, "rounds": rounds, "throughput": throughput,
-              "median_records_per_sec": medians, "phases": phases, "scaling": scaling, "master": master or "local"}
+              "median_records_per_sec": medians, "phases": phases, "scaling": scaling, "master": master or "local",
+              "source_option_defaults": SOURCE_OPTION_DEFAULTS,
+              "source_arms": {label: list(options) for label, options in arms.items()}}
     if "kafka-eos" in medians and "kafka-alo" in medians:
         report["eos_over_alo"] = medians["kafka-eos"] / medians["kafka-alo"]
     if "kafka-eos+prereg" in medians and "kafka-eos+kafka-python" in medians:
         report["prereg_on_over_off"] = medians["kafka-eos+prereg"] / medians["kafka-eos+kafka-python"]
     if trigger_seconds and "kafka-eos" in medians and "kafka-alo" in medians:
         report["at_trigger"] = _trigger_rounds(bootstrap, spark, settings_for, source, partitions,
-                                               int(medians["kafka-alo"]), rounds, trigger_seconds)
+                                               int(medians["kafka-alo"]), rounds, trigger_seconds, arms)
     if latency_seconds and "kafka-eos" in medians:
         # The visibility observer reads every output record on the cores the pipeline runs on: beside
         # the end-to-end run it put 20-30 % on its p50 and half on its p99 (docs/benchmarks.md), so
         # end-to-end comes from a run without it and visibility from a second run of its own.
-        rate = medians["kafka-eos"] / 2
-        report["latency"] = _latency_run(bootstrap, settings_for, rate, latency_seconds, spark, observe_visibility=False)
+        # Every arm is offered the same rate: half the slowest arm's measured maximum.
+        rate = min(medians[variant] for variant in arm_variants(["kafka-eos"], arms) if variant in medians) / 2
+        report["latency"] = _latency_run(bootstrap, settings_for, rate, latency_seconds, spark, partitions,
+                                         observe_visibility=False)
         if observe_visibility:
             report["latency"]["visibility"] = _latency_run(bootstrap, settings_for, rate, latency_seconds, spark,
-                                                           observe_visibility=True)["visibility"]
+                                                           partitions, observe_visibility=True)["visibility"]
+        for label in arms:
+            report.setdefault("latency_arms", {})[label] = _latency_run(
+                bootstrap, settings_for, rate, latency_seconds, spark, partitions, observe_visibility=False,
+                variant=f"kafka-eos{ARM}{label}")
     output_dir.mkdir(parents=True, exist_ok=True)
     path = output_dir / f"spark-bench-{run_id}.json"
     path.write_text(json.dumps(report, indent=2))
@@ -218,6 +275,11 @@ def phase_shares(phase_seconds: dict[str, float]) -> dict[str, float]:
     """The share of the sink's transaction time (every phase summed) in init, send_offsets and commit."""
     total = sum(phase_seconds.values())
     return {phase: phase_seconds.get(phase, 0.0) / total if total else 0.0 for phase in FIXED_COST_PHASES}
+
+
+def source_requests_per_batch(before: Counter, after: Counter, batches: int) -> dict[str, float]:
+    """Each of SOURCE_REQUESTS between two readings of the brokers' counters, per batch."""
+    return {name: (after[name] - before[name]) / batches if batches else 0.0 for name in SOURCE_REQUESTS}
 
 
 def scaling_figures(transactions: int, batches: int, seconds: float, phase_seconds: dict[str, float], markers: int,
@@ -279,7 +341,7 @@ def scaling_series(reports: list[dict]) -> dict[str, dict[float, float]]:
             runs = [run for run in runs if run["transactions"]]
             if not runs:
                 continue
-            scope = f"{SCOPES.get(variant, 'partition scope')} ({variant})"
+            scope = f"{SCOPES.get(sink_of(variant), 'partition scope')} ({variant})"
             figures = {"transactions": [run["transactions_per_batch"] for run in runs],
                        "commit markers": [run["markers_per_batch"] for run in runs if run["markers"]]}
             if all("requests" in run for run in runs):
@@ -310,9 +372,10 @@ def scaling_table(reports: list[dict]) -> list[str]:
             " | producers created per batch | init | send_offsets | commit | load average |", "|" + "---|" * 14]
     for report in reports:
         medians = report["median_records_per_sec"]
-        alo = medians.get("kafka-alo")
-        steady_alo = ((report.get("scaling", {}).get("kafka-alo") or [{}])[-1]).get("steady_records_per_s")
         for variant, rate in medians.items():
+            baseline = "kafka-alo" + arm_of(variant)  # a sink's ratio is to kafka-alo with the same source options
+            alo = medians.get(baseline)
+            steady_alo = ((report.get("scaling", {}).get(baseline) or [{}])[-1]).get("steady_records_per_s")
             runs = report.get("scaling", {}).get(variant) or []
             last = runs[-1] if runs else {}
             shares = last.get("phase_shares", {})
@@ -336,8 +399,8 @@ def throughput_series(reports: list[dict]) -> dict[str, dict[float, float]]:
     series: dict[str, dict[float, float]] = {}
     for report in reports:
         for variant, rate in report["median_records_per_sec"].items():
-            series.setdefault(f"{SCOPES.get(variant, variant)} ({variant})" if variant in SCOPES else variant,
-                              {})[report["partitions"]] = rate
+            scope = SCOPES.get(sink_of(variant))
+            series.setdefault(f"{scope} ({variant})" if scope else variant, {})[report["partitions"]] = rate
     return series
 
 
@@ -349,8 +412,9 @@ def plot_throughput(reports: list[dict], results_dir: Path) -> Path:
 
 
 def _trigger_rounds(bootstrap: str | Connection, spark, settings_for, source: str, partitions: int, batch_offsets: int,
-                    rounds: int, seconds: int) -> dict:
-    """kafka-alo and kafka-eos at a 1 s trigger on one backlog, every batch capped at `batch_offsets`.
+                    rounds: int, seconds: int, arms: dict[str, tuple[str, ...]] | None = None) -> dict:
+    """kafka-alo and kafka-eos, and each in every source arm, at a 1 s trigger on one backlog, every batch capped at
+    `batch_offsets`.
 
     The backlog holds `batch_offsets` x (`seconds` + 3) records, more than a run of `seconds` can
     read at one batch a second, so every batch measured is a full one. Spark aims its triggers
@@ -359,14 +423,14 @@ def _trigger_rounds(bootstrap: str | Connection, spark, settings_for, source: st
     """
     backlog = f"{source}-trigger"
     _fill(bootstrap, backlog, batch_offsets * (seconds + 3), partitions)
-    variants = ["kafka-alo", "kafka-eos"]
+    variants = arm_variants(["kafka-alo", "kafka-eos"], arms or {})
     throughput: dict[str, list[float]] = {variant: [] for variant in variants}
     batch_seconds: dict[str, list[float]] = {variant: [] for variant in variants}
     for round_number in range(1, rounds + 1):
         order = variants if round_number % 2 else variants[::-1]
         for variant in order:
             durations: list[float] = []
-            settings = settings_for(variant, f"{variant}-trigger-r{round_number}", trigger=TRIGGER,
+            settings = settings_for(variant, f"{variant_tag(variant)}-trigger-r{round_number}", trigger=TRIGGER,
                                     max_offsets_per_trigger=batch_offsets, timeout_s=float(seconds))
             summary = job.run(spark, settings.model_copy(update={"input_topic": backlog}),
                               on_batch=lambda batch: durations.append(batch.duration_s), echo=False)
@@ -381,7 +445,7 @@ def _trigger_rounds(bootstrap: str | Connection, spark, settings_for, source: st
     outcome = {"trigger": TRIGGER, "input_topic": backlog, "max_offsets_per_trigger": batch_offsets,
                "seconds": seconds, "throughput": throughput, "median_records_per_sec": medians,
                "batch_seconds": batch_seconds}
-    if len(medians) == 2:
+    if "kafka-eos" in medians and "kafka-alo" in medians:
         outcome["eos_over_alo"] = medians["kafka-eos"] / medians["kafka-alo"]
     return outcome
 
@@ -401,21 +465,22 @@ def _append_rows(spark, report: dict, batch_seconds: dict[str, list[float]], res
     for mode, batch_offsets, rates, medians, durations in modes:
         for variant, rate in medians.items():
             quantiles = results.quantiles_ms(durations.get(variant, []))
-            baseline = "kafka-alo" if variant != "kafka-alo" else None
+            baseline = "kafka-alo" + arm_of(variant) if sink_of(variant) != "kafka-alo" else None
             rows.append(results.new_row(
                 **common, cell=f"{variant}-{mode}", sink=variant, throughput_rps=rate, goodput_rps=rate,
                 latency_p50_ms=quantiles[50] if quantiles else None, latency_p99_ms=quantiles[99] if quantiles else None,
                 latency_max_ms=quantiles[100] if quantiles else None, latency_quantiles_ms=quantiles,
                 baseline=baseline if baseline in medians else None,
                 overhead_ratio=medians[baseline] / rate if baseline in medians and rate else None,
-                config_json=json.dumps({"mode": mode, "max_offsets_per_trigger": batch_offsets, **VARIANTS[variant]}),
+                config_json=json.dumps({"mode": mode, "max_offsets_per_trigger": batch_offsets,
+                                        **variant_fields(variant, report.get("source_arms", {}))}),
                 figures_json=json.dumps({"throughput": rates[variant]})))
     path = results.append_rows(spark, rows, results_dir)
     return f"{path} ({len(rows)} rows)"
 
 
 def _request_counts_or_none(urls: list[str]) -> Counter | None:
-    """The brokers' coordinator request counts, or None (said in one line) when an exporter does not answer.
+    """The brokers' coordinator and source request counts, or None (said in one line) when an exporter does not answer.
 
     A run's records/s and markers stand without them, so an exporter that fails mid-bench costs
     that run its request figures, not the bench.
@@ -423,29 +488,31 @@ def _request_counts_or_none(urls: list[str]) -> Counter | None:
     if not urls:
         return None
     try:
-        return request_counts(urls, COORDINATOR_REQUESTS)
+        return request_counts(urls, (*COORDINATOR_REQUESTS, *SOURCE_REQUESTS))
     except EnvironmentProblem as exc:
         print(f"no coordinator request counts for this run: {exc}", flush=True)
         return None
 
 
-def _latency_run(bootstrap: str | Connection, settings_for, rate: float, seconds: int, spark,
-                 observe_visibility: bool) -> dict:
-    """kafka-eos at a 1 s trigger, fed at `rate` records/s by a separate producer process."""
-    tag = "visibility" if observe_visibility else "latency"
-    settings = settings_for("kafka-eos", tag, trigger=TRIGGER, starting_offsets="latest", max_offsets_per_trigger=None,
+def _latency_run(bootstrap: str | Connection, settings_for, rate: float, seconds: int, spark, partitions: int,
+                 observe_visibility: bool, variant: str = "kafka-eos") -> dict:
+    """kafka-eos (or one of its source arms) at a 1 s trigger on `partitions` partitions, fed at `rate` records/s by a
+    separate producer process."""
+    tag = ("visibility" if observe_visibility else "latency") + variant_tag(variant).removeprefix("kafka-eos")
+    settings = settings_for(variant, tag, trigger=TRIGGER, starting_offsets="latest", max_offsets_per_trigger=None,
                             timeout_s=float(seconds), observe_visibility=observe_visibility)
     live = f"{settings.input_topic}-{tag}-live"
-    create_topic(bootstrap, live, 4, 1)
+    create_topic(bootstrap, live, partitions, 1)
     settings = settings.model_copy(update={"input_topic": live})
     batches = []
     with fed_input(connection(bootstrap), live, rate, int(rate * (seconds + 15))):
         summary = job.run(spark, settings, on_batch=batches.append)
     steady = [b.latency_counts for b in batches[job.STARTUP_BATCHES:]] or [b.latency_counts for b in batches]
     counts = np.sum(steady, axis=0)
-    return {"trigger": TRIGGER, "offered_records_per_sec": rate, "seconds": seconds, "batches": len(batches),
-            "records": int(counts.sum()), "p50_ms": histogram_percentile(counts, 0.5),
+    return {"trigger": TRIGGER, "offered_records_per_sec": rate, "seconds": seconds, "partitions": partitions,
+            "batches": len(batches), "records": int(counts.sum()), "p50_ms": histogram_percentile(counts, 0.5),
             "p99_ms": histogram_percentile(counts, 0.99), "max_batch_s": max(b.duration_s for b in batches),
+            "median_batch_s": statistics.median(b.duration_s for b in batches[job.STARTUP_BATCHES:] or batches),
             "records_in": summary.records_in, "visibility": summary.visibility, "trigger_ms": summary.trigger_ms,
             "driver_ms": summary.driver_ms, "load_average": os.getloadavg()[0]}
 
@@ -453,14 +520,19 @@ def _latency_run(bootstrap: str | Connection, settings_for, rate: float, seconds
 def _print(report: dict, path: Path) -> None:
     for variant, rate in report["median_records_per_sec"].items():
         print(f"{variant:<18} median {rate:>10,.0f} records/s")
-    alo = report["median_records_per_sec"].get("kafka-alo")
-    for variant in [v for v in report["median_records_per_sec"] if v.startswith("kafka-eos") and alo]:
+    for label, options in report.get("source_arms", {}).items():
+        defaults = " ".join(f"{name}={value}" for name, value in SOURCE_OPTION_DEFAULTS.items())
+        print(f"source arm @{label}: {' '.join(options)}; the arms without @ have the job's own ({defaults})")
+    medians = report["median_records_per_sec"]
+    for variant in [v for v in medians if v.startswith("kafka-eos") and medians.get("kafka-alo" + arm_of(v))]:
+        baseline = "kafka-alo" + arm_of(variant)  # kafka-alo with the same source options
+        alo = medians[baseline]
         runs = report["scaling"].get(variant) or [{}]
         figures = runs[-1]
-        steady, steady_alo = figures.get("steady_records_per_s"), (report["scaling"].get("kafka-alo") or [{}])[-1].get(
+        steady, steady_alo = figures.get("steady_records_per_s"), (report["scaling"].get(baseline) or [{}])[-1].get(
             "steady_records_per_s")
         after_start = f" ({steady / steady_alo:.2f} after the first two batches)" if steady and steady_alo else ""
-        print(f"{variant} / kafka-alo: {report['median_records_per_sec'][variant] / alo:.2f}{after_start} at"
+        print(f"{variant} / {baseline}: {medians[variant] / alo:.2f}{after_start} at"
               f" {report['partitions']} partitions; {figures.get('transactions_per_batch', 0):.1f} transactions and"
               f" {figures.get('markers_per_batch', 0):,.0f} markers per batch"
               f" ({figures.get('output_markers_per_batch', 0):,.0f} on the output),"
@@ -483,11 +555,15 @@ def _print(report: dict, path: Path) -> None:
         rates = ", ".join(f"{v} {r:,.0f}" for v, r in at["median_records_per_sec"].items())
         print(f"at a {at['trigger']} trigger, batches of {at['max_offsets_per_trigger']:,} offsets ({rates} records/s):"
               f" kafka-eos / kafka-alo {share:.2f} ({verdict} the >= {EOS_OVER_ALO_TARGET} target)")
-    if "latency" in report:
-        lat = report["latency"]
+    for label, lat in [("", report.get("latency")), *((f"@{label}", lat) for label, lat in
+                                                      report.get("latency_arms", {}).items())]:
+        if lat is None:
+            continue
         verdict = "meets" if lat["p99_ms"] <= 2000 else "misses"
-        print(f"end-to-end at 1 s trigger, {lat['offered_records_per_sec']:,.0f} records/s offered: p50"
-              f" {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms ({verdict} the p99 <= trigger + 1 s target)")
+        print(f"end-to-end at 1 s trigger{f' (kafka-eos{label})' if label else ''},"
+              f" {lat['offered_records_per_sec']:,.0f} records/s offered on {lat['partitions']} partitions: p50"
+              f" {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms ({verdict} the p99 <= trigger + 1 s target);"
+              f" batches {lat['median_batch_s']:.2f} s median, {lat['max_batch_s']:.2f} s max")
         steps = ", ".join(f"{step} {ms:,.0f}" for step, ms in sorted(lat["trigger_ms"].items(), key=lambda kv: -kv[1])
                           if ms >= 1)
         driver = ", ".join(f"{step} {ms:,.1f}" for step, ms in sorted(lat["driver_ms"].items(), key=lambda kv: -kv[1]))

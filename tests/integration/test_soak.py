@@ -25,9 +25,9 @@ SOAK_METRICS_PORT = 19600
 SOAK_PROMETHEUS_PORT = 19690
 SPARK_MASTER_PORT, SPARK_UI_PORT = 17077, 18080
 SOAK_HDFS_PORT = 29020  # its NameNode; 29021-29024 its HTTP and DataNode ports
-LOCAL_FAULTS = ("kill-driver", "kill-executor", "pause-broker", "delete-checkpoint", "restart-producer")
+REALTIME_FAULTS = ("kill-broker", "kill-driver", "pause-broker", "delete-checkpoint", "restart-producer")
 CLUSTER_FAULTS = ("kill-worker", "kill-executor", "restart-hdfs")
-YARN_S3_FAULTS = ("kill-container", "restart-nodemanager", "restart-s3")
+YARN_S3_FAULTS = ("kill-container", "restart-nodemanager", "restart-s3", "pause-broker")
 
 
 def run_soak(tmp_path: Path, *flags: str, duration: str, timeout: float) -> dict:
@@ -82,23 +82,27 @@ def assert_clean(report: dict, tmp_path: Path, matched_by_key: bool = False, rea
     assert report["timeline"][-1][1] >= final["input_committed"]
 
 
-def test_short_soak_on_a_sasl_ssl_cluster_survives_five_fault_kinds_and_its_dashboard_reads_it(tmp_path):
-    # The soak's own cluster with a SCRAM-SHA-512 SASL_SSL listener and StandardAuthorizer: the
-    # producer, the stream (its Spark source and the sink's producers on the executors), the
-    # progress sampler and every verify connect with the admin's client.properties. One soak covers
-    # the local fault kinds on the secured setup and the soak dashboard (the plaintext local soak
-    # it replaces ran the same rounds again; plaintext soaks below run the broker and cluster kinds).
-    # The real Prometheus scrapes it throughout, so that the soak dashboard is proven on a soak.
+def test_realtime_mode_on_three_sasl_ssl_brokers_survives_every_local_fault_kind_and_its_dashboard_reads_it(tmp_path):
+    # One soak for two setups, to keep the suite's soaks few: real-time mode (its writer's commits
+    # every 100 ms, 5 s epochs) on the soak's own three-broker cluster with a SCRAM-SHA-512 SASL_SSL
+    # listener and StandardAuthorizer. The producer, the stream (its Spark source, the writer's
+    # producers), the progress sampler and every verify connect with the admin's client.properties.
+    # A broker kill fails the writer's transactions mid-flight, a driver kill replays an epoch, the
+    # coordinator's leader paused for 12 s outlasts the writer's 10 s transaction timeout (so the
+    # coordinator aborts the transaction in flight when it wakes), a deleted checkpoint resumes from
+    # the group's offsets and the producer restarts with --resume. Faults by count, not by time: the
+    # ISR gate before a broker fault waits for a restarted broker to catch up, which a slow machine
+    # takes long over. The real Prometheus scrapes it throughout, so the soak dashboard is proven on a
+    # soak. Micro-batch mode meets a broker fault in the YARN soak below (pause-broker), and
+    # kill-executor, which a local real-time job has no process for, in the standalone soak.
     prometheus = LocalPrometheus(tmp_path / "prometheus", port=SOAK_PROMETHEUS_PORT, interval="1s", targets={
         "eosbench-producer": SOAK_METRICS_PORT, "eosbench-stream": SOAK_METRICS_PORT + 1,
         "eosbench-soak": SOAK_METRICS_PORT + 2})
     prometheus.start()
     try:
-        # One round of each kind, counted: it ends when the fifth round is done rather than running a
-        # fixed time that a slow machine fits fewer rounds into. The cap is for a loaded machine, where
-        # TLS handshakes and the driver's restart stretched the rounds (3 of 5 in 5 minutes).
-        report = run_soak(tmp_path, "--security", "sasl-ssl", "--faults", ",".join(LOCAL_FAULTS), "--gate-records",
-                          "600", "--max-faults", str(len(LOCAL_FAULTS)), duration="9m", timeout=780)
+        report = run_soak(tmp_path, "--brokers", "3", "--security", "sasl-ssl", "--trigger", "realtime:5 seconds",
+                          "--partitions", "2", "--faults", ",".join(REALTIME_FAULTS), "--gate-records", "600",
+                          "--max-faults", str(len(REALTIME_FAULTS)), duration="12m", timeout=960)
         for board, title, expr in dashboard_queries("soak.json"):
             assert_plausible(highest_in_the_last_10_minutes(prometheus, expr), f"{board} / {title}: {expr}")
         injected = highest_in_the_last_10_minutes(
@@ -114,10 +118,14 @@ def test_short_soak_on_a_sasl_ssl_cluster_survives_five_fault_kinds_and_its_dash
         assert prometheus.query('ALERTS{alertname="EosbenchVerifyFailed"}[10m]') == []
     finally:
         prometheus.stop()
-    assert_clean(report, tmp_path)
-    assert sorted(fault["kind"] for fault in report["faults"]) == sorted(LOCAL_FAULTS)
+    assert_clean(report, tmp_path, realtime=True)
+    assert sorted(fault["kind"] for fault in report["faults"]) == sorted(REALTIME_FAULTS)
     recovered = {kind: entry["recovery_median_s"] for kind, entry in report["by_kind"].items()}
     assert all(seconds is not None and seconds > 0 for seconds in recovered.values()), recovered
+    assert all(fault["detail"].startswith("SIGKILL broker node") for fault in report["faults"]
+               if fault["kind"] == "kill-broker"), report["faults"]
+    paused = next(fault for fault in report["faults"] if fault["kind"] == "pause-broker")
+    assert " for 12 s " in paused["detail"] and int(report["options"]["delivery_timeout_ms"]) + 2000 < 12_000
     markdown = (tmp_path / "report" / "report.md").read_text()
     assert markdown.startswith(f"# Soak {report['run_id']}: PASSED")
 
@@ -140,27 +148,6 @@ def test_kafkas_copier_survives_a_copier_kill_and_a_producer_restart(tmp_path):
     assert re.fullmatch(r"SIGKILL producer pid \d+; restarted with --resume", restarted), restarted
     assert report["options"]["pipeline"] == "java-copier"
     assert "output matched to input by key" in (tmp_path / "report" / "report.md").read_text()
-
-
-@pytest.mark.heavy
-def test_realtime_mode_on_three_brokers_survives_coordinator_leader_driver_kills_and_a_pause_past_its_timeout(tmp_path):
-    # Real-time mode's CI soak (its writer's commits every 100 ms, 5 s epochs) on three brokers:
-    # a broker kill fails its transactions mid-flight, a driver kill replays an epoch, and the
-    # coordinator paused for 12 s outlasts the writer's 10 s transaction timeout, so the
-    # coordinator aborts the transaction in flight when it wakes. Faults by count, not by time:
-    # the ISR gate before each broker fault waits for the restarted broker to catch up, which a
-    # slow machine takes long over. Micro-batch mode meets broker faults in the SASL_SSL soak
-    # (pause-broker) and in the two-hour soak of docs/soak.md.
-    report = run_soak(tmp_path, "--brokers", "3", "--trigger", "realtime:5 seconds", "--partitions", "2",
-                      "--faults", "kill-broker,kill-broker,kill-driver,pause-broker", "--gate-records", "600",
-                      "--max-faults", "4", duration="10m", timeout=900)
-    assert_clean(report, tmp_path, realtime=True)
-    kinds = sorted(fault["kind"] for fault in report["faults"])
-    assert kinds == ["kill-broker", "kill-broker", "kill-driver", "pause-broker"], kinds
-    assert all(fault["detail"].startswith("SIGKILL broker node") for fault in report["faults"]
-               if fault["kind"] == "kill-broker"), report["faults"]
-    paused = next(fault for fault in report["faults"] if fault["kind"] == "pause-broker")
-    assert " for 12 s " in paused["detail"] and int(report["options"]["delivery_timeout_ms"]) + 2000 < 12_000
 
 
 @pytest.mark.heavy
@@ -205,10 +192,10 @@ def test_slot_scope_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_wor
 @pytest.mark.heavy
 def test_slot_scope_on_yarn_with_its_checkpoint_on_s3_survives_container_nodemanager_and_s3_restarts(
         tmp_path, yarn_cluster, s3_server):
-    # The YARN setup: the stream under `spark-submit --master yarn` (client mode) on the
-    # session's YARN, slot scope, its checkpoint on the session's S3 through S3A, with one round of
-    # each kind only this setup has. The kinds every setup shares run in the soaks above (their
-    # driver restarts cost YARN a new application, 70-80 s each, past CI's five minutes here).
+    # The YARN setup: the stream under `spark-submit --master yarn` (client mode) on the session's
+    # YARN, slot scope, its checkpoint on the session's S3 through S3A, with one round of each kind
+    # only this setup has, and a broker pause, the micro-batch job's one broker fault in the suite's
+    # soaks. The other kinds run in the soaks above (a driver restart costs YARN a new application).
     report = run_soak(tmp_path, "--master", "yarn", "--yarn-state-dir", str(yarn_cluster.settings.state_dir),
                       "--checkpoint", f"{s3_server.settings.bucket_uri}/soak",
                       "--s3-state-dir", str(s3_server.settings.state_dir), "--txn-scope", "slot", "--partitions", "2",

@@ -38,8 +38,9 @@ from confluent_kafka import KafkaException
 from conf.client_config import Connection
 from streaming.process import TRANSFORMS
 from streaming.topic_index import UNKNOWN_DIGEST, TopicIndex, _bounds, read_index
-from streaming.verify import (DEFAULT_PROCESS, SAMPLE, VerifyReport, _below, _conclude, _members, claimed_digests,
-                              deleted_sources, judgeable, live_bounds, reordered_pairs, value_mismatches)
+from streaming.verify import live_bounds
+from streaming.verify_checks import (DEFAULT_PROCESS, SAMPLE, VerifyReport, _below, _conclude, _members,
+                                     claimed_digests, deleted_sources, judgeable, reordered_pairs, value_mismatches)
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 _NO_RECORD = np.iinfo(np.int64).min  # below every key_id: no committed record at this offset

@@ -16,7 +16,7 @@ import pytest
 
 from streaming.live_ledger import LiveLedger
 from streaming.topic_index import FOREIGN_SOURCE, POISON_DIGEST, TOMBSTONE_DIGEST, TopicIndex
-from streaming.verify import VerifyReport, judge_records
+from streaming.verify_checks import VerifyReport, judge_records
 
 COUNTS = ("input_committed", "output_committed", "dead_lettered", "duplicates", "lost", "unexpected", "aborted_reads",
           "key_surplus", "key_deficit", "reordered", "transactions_checked", "torn", "wrong_value",

@@ -7,9 +7,9 @@ import pytest
 
 from conf.headers import read_txn_header, transaction_identity, txn_header, txn_pipeline
 from streaming.topic_index import FOREIGN_SOURCE, POISON_DIGEST, TOMBSTONE_DIGEST
-from streaming.verify import (TopicIndex, VerifyReport, _conclude, _judge, _members, committed_floors,
-                              group_offset_mismatches, judge_records, reordered_pairs, sources_by_key,
-                              torn_transactions)
+from streaming.verify_checks import (TopicIndex, VerifyReport, _conclude, _judge, _members, committed_floors,
+                                     group_offset_mismatches, judge_records, reordered_pairs, sources_by_key,
+                                     torn_transactions)
 
 A, B, C = "0:3:00000000000000a", "1:3:00000000000000b", "*:4:00000000000000c"
 

@@ -23,8 +23,10 @@ before, which an exactly-once sink never commits) keep the records already expec
 Per-offset arrays start at the lowest offset held, which is each input partition's log start
 (retention deletes below it and moves it up for ever), so they cost about 21 bytes per offset
 from there, never from offset 0. A delivery whose source lies below the log start is counted as
-`source_deleted` when it arrives and judged no further, and lost records below it are dropped;
-a log start that moves up later does not undo the judgements made before.
+`source_deleted` when it arrives and judged for duplicates only (two deliveries naming one
+source are a duplicate whether or not the source still exists): deliveries of an offset below
+the arrays are counted in a dict, which holds only such deliveries. Lost records below the log
+start are dropped; a log start that moves up later does not undo the judgements made before.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ from streaming.process import TRANSFORMS
 from streaming.topic_index import UNKNOWN_DIGEST, TopicIndex, _bounds, read_index
 from streaming.verify import live_bounds
 from streaming.verify_checks import (DEFAULT_PROCESS, SAMPLE, VerifyReport, _below, _conclude, _members,
-                                     claimed_digests, deleted_sources, judgeable, reordered_pairs, value_mismatches)
+                                     claimed_digests, deleted_sources, judgeable, named_sources, reordered_pairs,
+                                     value_mismatches)
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 _NO_RECORD = np.iinfo(np.int64).min  # below every key_id: no committed record at this offset
@@ -142,8 +145,10 @@ class LiveLedger:
         self._committed_seq = _ByOffset(np.int64, _NO_RECORD)
         self._expected_digest = _ByOffset(np.int64, UNKNOWN_DIGEST)  # what process makes of each committed record
         self._delivered_any = _ByOffset(bool, False)
-        self._deliveries = _ByOffset(np.int32, 0)  # judged deliveries of each committed input offset
-        self._unjudged = (_EMPTY, _EMPTY, _EMPTY, _EMPTY)  # (seq, source partition, source offset, claimed digest)
+        self._deliveries = _ByOffset(np.int32, 0)  # judged deliveries of each input offset from the log start
+        self._deliveries_below: dict[tuple[int, int], int] = {}  # those of offsets below it (deleted sources)
+        # (seq, source partition, source offset, claimed digest, source deleted when it arrived)
+        self._unjudged = (_EMPTY, _EMPTY, _EMPTY, _EMPTY, np.zeros(0, dtype=bool))
         self._keys_pending = (_EMPTY, _EMPTY, _EMPTY)
         self._expected_below: dict[int, int] = {}
         self._lost = (_EMPTY, _EMPTY, _EMPTY)  # (source partition, source offset, seq)
@@ -214,9 +219,9 @@ class LiveLedger:
         delivered = TopicIndex.concatenated(out, dead) if dead is not None else out
         deleted = deleted_sources(delivered.src_partition, delivered.src_offset, self._log_start)
         self._tally("source_deleted", delivered.seq[deleted])
-        arrived = (delivered.seq, delivered.src_partition, delivered.src_offset, claimed_digests(out, dead))
+        arrived = (delivered.seq, delivered.src_partition, delivered.src_offset, claimed_digests(out, dead), deleted)
         self._mark_delivered(delivered.src_partition[~deleted], delivered.src_offset[~deleted])
-        self._unjudged = tuple(np.concatenate((held, new[~deleted])) for held, new in zip(self._unjudged, arrived))
+        self._unjudged = tuple(np.concatenate((held, new)) for held, new in zip(self._unjudged, arrived))
         self._judge(stable)
         newly_expected = self._expect(stable, cutoff)
         self._count_keys(cutoff, newly_expected[2])
@@ -234,10 +239,11 @@ class LiveLedger:
 
     def _judge(self, stable: dict[int, int]) -> None:
         """Judge each delivery whose source now lies below the stable offsets: duplicate, unexpected, aborted read, value."""
-        seq, partition, offset, claimed = self._unjudged
-        judged = judgeable(partition, offset, stable)
+        judged = judgeable(self._unjudged[1], self._unjudged[2], stable)
+        seq, partition, offset, claimed, deleted = (values[judged] for values in self._unjudged)
         self._unjudged = tuple(values[~judged] for values in self._unjudged)
-        seq, partition, offset, claimed = (values[judged] for values in (seq, partition, offset, claimed))
+        self._count_deliveries(seq, partition, offset)
+        seq, partition, offset, claimed = (values[~deleted] for values in (seq, partition, offset, claimed))
         in_input = (offset >= 0) & (offset < _bounds(partition, self._ends))
         from_committed = in_input & (self._committed_seq.lookup(partition, offset) != _NO_RECORD)
         self._tally("unexpected", seq[~in_input])
@@ -246,18 +252,35 @@ class LiveLedger:
             self._expected_digest.lookup(partition, offset), claimed))
         self._tally("wrong_value", seq[wrong_value])
         self._tally("wrongly_dead_lettered", seq[wrongly_dead])
-        for source_partition in np.unique(partition[from_committed]):
-            at = from_committed & (partition == source_partition)
+        self._keys_pending = tuple(np.concatenate((held, new)) for held, new in
+                                   zip(self._keys_pending, (seq, partition, offset)))
+
+    def _count_deliveries(self, seq: np.ndarray, partition: np.ndarray, offset: np.ndarray) -> None:
+        """Count judged deliveries per source they name, deleted or not: each beyond a source's first is a duplicate."""
+        named = named_sources(partition, offset)
+        for source_partition in np.unique(partition[named]).tolist():
+            at = named & (partition == source_partition)
             sources, times = np.unique(offset[at], return_counts=True)
-            counts, base = self._deliveries.span(int(source_partition), int(sources.min()), int(sources.max()) + 1)
-            before = counts[sources - base].astype(np.int64)
+            # Offsets below both the log start and the array's base go to a dict, so that a
+            # delivery of a long-deleted source does not stretch the array down towards 0.
+            counts, base = self._deliveries.arrays.get(source_partition), self._deliveries.bases.get(source_partition)
+            floor = self._log_start.get(source_partition, 0) if counts is None else min(
+                base, self._log_start.get(source_partition, base))
+            dense = sources >= floor
+            before = np.zeros(sources.size, dtype=np.int64)
+            if dense.any():
+                counts, base = self._deliveries.span(source_partition, int(sources[dense].min()),
+                                                     int(sources[dense].max()) + 1)
+                before[dense] = counts[sources[dense] - base]
+                counts[sources[dense] - base] += times[dense].astype(np.int32)
+            for i in np.flatnonzero(~dense).tolist():
+                key = (source_partition, int(sources[i]))
+                before[i] = self._deliveries_below.get(key, 0)
+                self._deliveries_below[key] = int(before[i] + times[i])
             self._counts["duplicates"] += int((np.maximum(before + times - 1, 0) - np.maximum(before - 1, 0)).sum())
             twice = sources[before + times > 1]
             self._samples["duplicates"] += np.unique(seq[at][_members(offset[at], twice)])[
                 :SAMPLE - len(self._samples["duplicates"])].tolist()
-            counts[sources - base] += times.astype(np.int32)
-        self._keys_pending = tuple(np.concatenate((held, new)) for held, new in
-                                   zip(self._keys_pending, (seq, partition, offset)))
 
     def _expect(self, stable: dict[int, int], cutoff: dict[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Add the committed input newly below both bounds to what must be delivered; return it."""

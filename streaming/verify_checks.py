@@ -20,8 +20,10 @@ topics into them). Checks:
   Any key is allowed: a null key and a key that is no sequence number are counted by their ids
   (`key_id`), so samples quote those ids;
 - the input is judged from each partition's log start: retention deletes what lies below it, so
-  a delivered record whose source lies below is counted as `source_deleted` and judged no
-  further (no violation; it can be neither told apart from an aborted read nor checked);
+  a delivered record whose source lies below is counted as `source_deleted` (no violation) and
+  kept out of the value, aborted-read and key checks: it can be neither told apart from an
+  aborted read nor checked. Duplicates are counted before that question: two deliveries naming
+  one input position are a duplicate whether or not its record still exists (or ever did);
 - no output record stems from an aborted input (its eos.src names a committed input offset);
 - order is kept within each input partition (`reordered`): the sink writes a record to the
   output partition its key hashes to (murmur2, as Java's producer), so the records of one input
@@ -78,7 +80,7 @@ class VerifyReport:
     output_committed: int = 0
     output_aborted_hidden: int = 0
     dead_lettered: int = 0
-    duplicates: int = 0  # deliveries of a committed input record beyond its first (by eos.src)
+    duplicates: int = 0  # deliveries naming one input position beyond its first (by eos.src), deleted or not
     lost: int = 0  # committed input records never delivered (by eos.src)
     unexpected: int = 0  # delivered records whose eos.src names no offset of the input
     aborted_reads: int = 0  # delivered records whose eos.src names an input offset that is no committed record
@@ -195,12 +197,12 @@ def judge_records(report: VerifyReport, committed_in: TopicIndex, out: TopicInde
     report.samples["source_deleted"] = delivered.seq[deleted][:SAMPLE].tolist()
     committed_in = committed_in.from_log_start()
     expected = committed_in.below(cutoff) if cutoff is not None else committed_in
-    judged = judgeable(delivered.src_partition, delivered.src_offset, stable) & ~deleted
-    _judge(report, delivered, judged, committed_in, expected, claimed_digests(out, dead))
+    judged = judgeable(delivered.src_partition, delivered.src_offset, stable)
+    _judge(report, delivered, judged, committed_in, expected, claimed_digests(out, dead), deleted)
     # The key view counts what was delivered for the records that had to be: in a live run, those
     # whose source is below the group's offsets.
-    _judge_keys(report, delivered.seq[judged & _below(delivered.src_partition, delivered.src_offset, cutoff)],
-                expected.seq)
+    _judge_keys(report, delivered.seq[judged & ~deleted & _below(delivered.src_partition, delivered.src_offset,
+                                                                 cutoff)], expected.seq)
     written = [out, dead] if dead is not None else [out]
     reordered = np.concatenate([reordered_pairs(topic) for topic in written])
     report.reordered, report.samples["reordered"] = int(reordered.size), reordered[:SAMPLE].tolist()
@@ -248,13 +250,20 @@ def _below(partitions: np.ndarray, offsets: np.ndarray, bounds: dict[int, int] |
 
 
 def _judge(report: VerifyReport, delivered: TopicIndex, judged: np.ndarray, committed_in: TopicIndex,
-           expected: TopicIndex, claimed: np.ndarray | None = None) -> None:
+           expected: TopicIndex, claimed: np.ndarray | None = None, deleted: np.ndarray | None = None) -> None:
     """The record view: the (partition, offset) each delivered record names, against the input's, and its value.
 
     `claimed` is what each delivery claims of its source (`claimed_digests`); None: all are output.
+    `deleted` marks the deliveries whose source is gone: they count towards duplicates only.
     """
     delivered_src = _pack(delivered.src_partition, delivered.src_offset)
     committed_src = _pack(committed_in.partition, committed_in.offset)
+    # Two deliveries naming one source are a duplicate whatever became of the source since.
+    sources, deliveries = np.unique(delivered_src[judged & named_sources(delivered.src_partition,
+                                                                         delivered.src_offset)], return_counts=True)
+    report.duplicates = int((deliveries - 1).sum())
+    if deleted is not None:
+        judged = judged & ~deleted
     from_committed = _members(delivered_src, committed_src)
     wrong_value, wrongly_dead = (judged & from_committed & wrong for wrong in value_mismatches(
         _lookup(delivered_src, committed_src, committed_in.digest, UNKNOWN_DIGEST),
@@ -262,8 +271,6 @@ def _judge(report: VerifyReport, delivered: TopicIndex, judged: np.ndarray, comm
     report.wrong_value, report.wrongly_dead_lettered = int(np.count_nonzero(wrong_value)), int(np.count_nonzero(wrongly_dead))
     in_input = (delivered.src_offset >= 0) & _below(delivered.src_partition, delivered.src_offset,
                                                     committed_in.end_offsets)
-    sources, deliveries = np.unique(delivered_src[judged & from_committed], return_counts=True)
-    report.duplicates = int((deliveries - 1).sum())
     lost = ~_members(_pack(expected.partition, expected.offset), delivered_src)
     unexpected = judged & ~in_input
     aborted = judged & in_input & ~from_committed
@@ -282,9 +289,14 @@ def judgeable(partitions: np.ndarray, offsets: np.ndarray, stable: dict[int, int
     return _below(partitions, offsets, stable) | (partitions == FOREIGN_SOURCE)
 
 
+def named_sources(partitions: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Which deliveries name an input position (eos.src of the input topic, or a source found by key)."""
+    return (partitions >= 0) & (offsets >= 0)
+
+
 def deleted_sources(partitions: np.ndarray, offsets: np.ndarray, log_start: dict[int, int]) -> np.ndarray:
     """Which deliveries name an input offset below its partition's log start: retention deleted their source."""
-    return (partitions >= 0) & (offsets >= 0) & (offsets < _bounds(partitions, log_start))
+    return named_sources(partitions, offsets) & (offsets < _bounds(partitions, log_start))
 
 
 def compacted_away(delivered: TopicIndex, compacted_input: TopicIndex) -> np.ndarray:

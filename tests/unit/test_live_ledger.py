@@ -3,8 +3,8 @@
 Each scenario writes input (committed records, aborted ones, markers; poison records and
 tombstones; partitions whose log start is past 0), lets the stable offsets and the group's
 offsets move up, and delivers output with duplicates, losses, aborted reads, records without a
-source or naming another topic, records whose source was deleted, wrong values, good records
-dead-lettered and poison ones output, reorderings, torn and split transactions. After each
+source or naming another topic, records whose source was deleted (some twice), wrong values,
+good records dead-lettered and poison ones output, reorderings, torn and split transactions. After each
 round `LiveLedger.add` gets only the new records, and `judge_records` gets everything held, as
 `verify(live=True)` reads it; every count must be equal.
 """
@@ -50,6 +50,7 @@ class Pipeline:
         self.output_offset = {"out": [0] * OUTPUTS, "dead": [0] * OUTPUTS}
         self.seq = 0
         self.token = 0
+        self.deleted_twice = 0
 
     def write_input(self) -> None:
         for p in range(INPUTS):
@@ -103,6 +104,9 @@ class Pipeline:
             if self.log_start[p] and self.rng.random() < 0.2:
                 deleted = int(self.rng.integers(0, self.log_start[p]))
                 records.append(("out", 30_000 + self.seq, p, deleted, 5))  # its source was deleted
+                if self.rng.random() < 0.5:
+                    records.append(("dead", 30_000 + self.seq, p, deleted, 0))  # and it was delivered twice
+                    self.deleted_twice += 1
             if self.rng.random() < 0.1:
                 records.append(("out", 20_000 + self.seq, -1, -1, 5))  # no eos.src
             if self.rng.random() < 0.1:
@@ -164,6 +168,7 @@ def test_the_ledger_counts_what_the_whole_held_arithmetic_counts_after_every_rou
                                                         "unexpected", "wrong_value", "wrongly_dead_lettered",
                                                         "source_deleted")}
     assert all(faults.values()), f"seed {seed} left a fault kind out: {faults}"  # the scenario exercises every check
+    assert pipeline.deleted_twice, f"seed {seed} never delivered a deleted source twice"
 
 
 def test_samples_name_records_that_broke_a_check():
@@ -238,3 +243,21 @@ def test_the_ledger_holds_offsets_from_the_log_start_not_from_zero():
     assert (report.input_committed, report.output_committed, report.lost, report.duplicates) == (100, 100, 0, 0)
     held = [array for kept in vars(ledger).values() if hasattr(kept, "arrays") for array in kept.arrays.values()]
     assert len(held) == 4 and sum(array.nbytes for array in held) < 64 * 1024
+
+
+def test_a_second_delivery_of_a_source_deleted_meanwhile_is_a_duplicate_as_judge_records_counts_it():
+    ledger = LiveLedger()
+    committed = index([(seq, 0, seq, -1, -1, -1, 0) for seq in range(5)], {0: 5}, log_start={0: 0})
+    ledger.add(committed, index([(seq, 0, seq, 0, seq, -1, 0) for seq in range(5)], {0: 5}), None, {0: 5}, {0: 5})
+    # Retention moves the input's log start to 3; offset 0 is delivered twice more and offset 1 once, in order,
+    # to another output partition.
+    trimmed = index([], {0: 5}, log_start={0: 3})
+    again = index([(0, 1, 0, 0, 0, -1, 0), (0, 1, 1, 0, 0, -1, 0), (1, 1, 2, 0, 1, -1, 0)], {0: 5, 1: 3})
+    report = ledger.add(trimmed, again, None, {0: 5}, {0: 5})
+    whole = VerifyReport("in", "out")
+    judge_records(whole, TopicIndex.concatenated(committed, trimmed),
+                  TopicIndex.concatenated(index([(seq, 0, seq, 0, seq, -1, 0) for seq in range(5)], {0: 5}), again),
+                  None, {0: 5}, {0: 5})
+    assert report.duplicates == whole.duplicates == 3
+    assert report.source_deleted == 3, "counted as they arrive: the deliveries judged before the log start moved stand"
+    assert report.samples["duplicates"] == [0, 1]

@@ -212,3 +212,16 @@ def test_deliveries_whose_source_compaction_removed_are_reported_apart_only_for_
     assert strict.aborted_reads == 2 and not strict.ok
     beyond = judged(inputs, out=[*out, (9, 4, 14)], compacted_held=[0, 3])
     assert beyond.source_deleted == 2 and beyond.unexpected == 1, "past the input's end is unexpected, compacted or not"
+
+
+def test_two_deliveries_of_one_source_are_a_duplicate_though_retention_or_compaction_deleted_it():
+    # The input's log start is 3: offset 1 was deleted, and an output record and a dead letter both name it.
+    report = judged([(3, 3, 13)], out=[(1, 1, 11), (2, 2, 12), (3, 3, 13)], dead=[(1, 1, 0)], log_start=3)
+    assert report.duplicates == 1 and report.samples["duplicates"] == [1]
+    assert report.source_deleted == 3, "still a count of the deliveries whose source is gone"
+    assert report.aborted_reads == report.key_surplus == report.wrongly_dead_lettered == report.lost == 0
+    assert report.violations == ["duplicates: 1"]
+    compacted = judged([(0, 0, 10), (3, 3, 13)], out=[(0, 0, 10), (2, 2, 12), (2, 2, 12), (3, 3, 13)],
+                       compacted_held=[0, 3])  # offset 2 was committed, delivered twice, then compacted away
+    assert (compacted.duplicates, compacted.source_deleted, compacted.aborted_reads) == (1, 2, 0)
+    assert compacted.violations == ["duplicates: 1"]

@@ -197,7 +197,7 @@ class LiveLedger:
         chunk = read_index(bootstrap, topic, "read_committed", with_src, timeout_s=timeout_s, start_offsets=dict(held),
                            source_topic=self._input_topic if with_src else None,
                            process=None if with_src else TRANSFORMS[self._process])
-        held.update(chunk.next_offsets())
+        held.update(chunk.read_to())
         return chunk
 
     def add(self, committed_in: TopicIndex, out: TopicIndex, dead: TopicIndex | None, cutoff: dict[int, int],

@@ -162,7 +162,7 @@ def sources_by_key(delivered: TopicIndex, inputs: list[TopicIndex]) -> TopicInde
         src_offset[found] = source.offset[order][at[found]]
     return TopicIndex(delivered.seq, delivered.partition, delivered.offset, src_partition, src_offset,
                       delivered.txn, delivered.txn_records, delivered.end_offsets, delivered.txn_names,
-                      digest=delivered.digest, log_start=delivered.log_start)
+                      digest=delivered.digest, log_start=delivered.log_start, trimmed=delivered.trimmed)
 
 
 def torn_transactions(topic: TopicIndex, settled: np.ndarray) -> tuple[int, list[str]]:

@@ -98,7 +98,7 @@ def _index(seq, partition, offset, ends) -> TopicIndex:
     return TopicIndex(as_array(seq), as_array(partition), as_array(offset), *(as_array([]),) * 4, ends)
 
 
-def test_incremental_indexes_read_from_after_the_last_record_held_and_append(monkeypatch):
+def test_incremental_indexes_read_from_the_end_they_read_to_and_append(monkeypatch):
     reads = iter([_index([1, 2, 3], [0, 1, 0], [0, 0, 4], {0: 6, 1: 2}),  # partition 0 ends on a commit marker
                   _index([4, 5], [1, 2], [3, 0], {0: 6, 1: 5, 2: 2}),
                   _index([], [], [], {0: 6, 1: 5, 2: 2})])
@@ -111,7 +111,7 @@ def test_incremental_indexes_read_from_after_the_last_record_held_and_append(mon
     indexes = IncrementalIndexes()
     for _ in range(3):
         held = indexes.read("b", "t", "read_committed", with_src=False)
-    assert starts == [None, {0: 5, 1: 1}, {0: 5, 1: 4, 2: 1}]
+    assert starts == [None, {0: 6, 1: 2}, {0: 6, 1: 5, 2: 2}], "past the last record held, and its commit marker"
     assert held.seq.tolist() == [1, 2, 3, 4, 5] and held.offset.tolist() == [0, 0, 4, 3, 0]
     assert held.end_offsets == {0: 6, 1: 5, 2: 2}
     with pytest.raises(ValueError, match="only a live verify reads incrementally"):

@@ -202,7 +202,8 @@ def test_a_read_ahead_and_the_rounds_read_give_what_one_read_gives(monkeypatch):
     ledger.read_ahead("b", [("in", False)])
     ledger.read_ahead("b", [("in", False)])  # fails: nothing kept, and the next read starts where the first ended
     [round_read] = ledger.read_round("b", [("in", False)])
-    assert starts == [({}, 10.0), ({0: 1, 1: 1}, 10.0), ({0: 1, 1: 1}, 60.0)]
+    # The first read reached partition 1's end, 2, past its last record (a marker at offset 1).
+    assert starts == [({}, 10.0), ({0: 1, 1: 2}, 10.0), ({0: 1, 1: 2}, 60.0)]
     assert round_read.seq.tolist() == [1, 2, 3] and round_read.offset.tolist() == [0, 0, 1]
     assert round_read.end_offsets == {0: 3, 1: 2}, "the latest read's end offsets"
 

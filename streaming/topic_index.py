@@ -122,13 +122,14 @@ class TopicIndex:
 
     def below(self, offsets: dict[int, int]) -> TopicIndex:
         """Keep only the records under a per-partition offset bound."""
-        return self._kept(self.offset < _bounds(self.partition, offsets))
+        return self.kept(self.offset < _bounds(self.partition, offsets))
 
     def from_log_start(self) -> TopicIndex:
         """Keep only the records at or after their partition's log start (a held index may hold deleted ones)."""
-        return self._kept(self.offset >= _bounds(self.partition, self.log_start))
+        return self.kept(self.offset >= _bounds(self.partition, self.log_start))
 
-    def _kept(self, keep: np.ndarray) -> TopicIndex:
+    def kept(self, keep: np.ndarray) -> TopicIndex:
+        """Keep only the records chosen."""
         # indexes read without the eos headers have empty header arrays
         return TopicIndex(**{name: values[keep] if values.size == self.seq.size else values
                              for name, values in ((name, getattr(self, name)) for name in _INTEGER_FIELDS)},

@@ -111,10 +111,13 @@ def verify(bootstrap: str | Connection, input_topic: str, output_topic: str, app
         inputs = [committed_in] + ([all_in] if all_in is not None else [])
         out = sources_by_key(out, inputs)
         dead = sources_by_key(dead, inputs) if dead is not None else None
+    # A live verify judges compaction not at all, as the soak's live ledger does not.
+    report.compacted_topics = [] if live else compacted_topics(bootstrap, [input_topic, *outputs])
     # Matched by key, a delivery's source is found among the records held, never a missing one.
-    compacted = all_in if all_in is not None and match_by == "source" and input_is_compacted(bootstrap, input_topic) \
-        else None
-    judge_records(report, committed_in, out, dead, cutoff, stable, compacted)
+    compacted = report.compacted_topics
+    compacted_input = all_in if match_by == "source" and input_topic in compacted else None
+    judge_records(report, committed_in, out, dead, cutoff, stable, compacted_input,
+                  (output_topic in compacted, with_dead_letter and dead_letter_topic in compacted))
 
     if live:
         return _conclude(report)
@@ -147,8 +150,8 @@ def live_bounds(bootstrap: str | Connection, input_topic: str, app_id: str, outp
     return cutoff, stable, wait_until_stable(bootstrap, outputs, timeout_s=stable_timeout_s)
 
 
-def input_is_compacted(bootstrap: str | Connection, topic: str) -> bool:
-    """True if the topic's cleanup.policy compacts; False where it deletes, or where its configuration is not readable."""
+def compacted_topics(bootstrap: str | Connection, topics: list[str]) -> list[str]:
+    """The topics whose cleanup.policy compacts (not those whose configuration cannot be read), in the order given."""
     from concurrent.futures import TimeoutError as FutureTimeout
 
     from confluent_kafka import KafkaException
@@ -156,11 +159,17 @@ def input_is_compacted(bootstrap: str | Connection, topic: str) -> bool:
 
     admin = AdminClient(connection(bootstrap).librdkafka(), logger=CLIENT_LOG)
     try:
-        future = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
-        config = next(iter(future.values())).result(timeout=30)
-        return "compact" in config["cleanup.policy"].value
-    except (KafkaException, KeyError, FutureTimeout):  # a principal without DescribeConfigs is judged strictly
-        return False
+        futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, name) for name in dict.fromkeys(topics)])
+    except KafkaException:
+        return []
+    compacted = []
+    for resource, future in futures.items():
+        try:
+            if "compact" in future.result(timeout=30)["cleanup.policy"].value:
+                compacted.append(resource.name)
+        except (KafkaException, KeyError, FutureTimeout):  # a principal without DescribeConfigs is judged strictly
+            continue
+    return sorted(compacted, key=topics.index)
 
 
 def wait_until_stable(bootstrap: str | Connection, topics: list[str], timeout_s: float) -> list[str]:

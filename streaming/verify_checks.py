@@ -36,6 +36,12 @@ topics into them). Checks:
   transaction wrote to the record's topic (the eos.txn header, conf/headers.py); read
   read_committed, each identity must show exactly that many records in the topic, and fewer is
   a torn transaction. Records without eos.txn (the at-least-once sink's) are not judged;
+- the output and the dead letters are judged from each partition's log start too: where
+  retention (or compaction) deleted deliveries no read saw, a committed input record whose
+  delivery the deletion explains is counted as `output_deleted`, not `lost`, and a transaction
+  it cut as `transactions_output_deleted`, not `torn` (no violation; streaming/output_deleted.py
+  says when a deletion explains them, and when not). No transaction is judged on a compacted
+  output or dead-letter topic;
 - `match_by="key"` judges a pipeline whose output carries no eos headers (Kafka's own
   TransactionalMessageCopier, which the soak runs as `--pipeline java-copier`): each delivered
   record's source is the input record holding its key (keys are the producer's run-unique
@@ -63,6 +69,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from conf.stream_settings import StreamSettings
+from streaming.output_deleted import (Trims, belongs, below_horizons, cut_records, displaced_by_compaction,
+                                      survivors)
 from streaming.topic_index import FOREIGN_SOURCE, POISON_DIGEST, UNKNOWN_DIGEST, TopicIndex, _bounds
 
 SAMPLE = 10  # ids quoted per violation in the report
@@ -91,12 +99,15 @@ class VerifyReport:
     torn: int = 0  # of those, transactions with fewer records visible in a topic than their eos.txn declares
     wrong_value: int = 0  # output records whose value is not what process makes of their source's
     wrongly_dead_lettered: int = 0  # dead-lettered records whose source process accepts
-    source_deleted: int = 0  # delivered records whose source lies below the input's log start: not judged
+    source_deleted: int = 0  # deliveries whose source lies below the input's log start: judged for duplicates only
+    output_deleted: int = 0  # committed input records whose delivery retention or compaction deleted (no violation)
+    transactions_output_deleted: int = 0  # short transactions that a trim of their topic cut: not torn
+    compacted_topics: list[str] = field(default_factory=list)  # final verify: no transaction is judged on an output one
     process: str = DEFAULT_PROCESS  # the transform values are checked against (matched by key: none, a copy)
     match_by: str = "source"  # how output meets input: eos.src headers, or "key" for a pipeline without them
     hanging_partitions: list[str] = field(default_factory=list)
     group_offset_mismatches: list[str] = field(default_factory=list)
-    samples: dict[str, list] = field(default_factory=dict)  # record ids; transaction identities for torn
+    samples: dict[str, list] = field(default_factory=dict)  # record ids; transaction identities for the transactions
     violations: list[str] = field(default_factory=list)
     ok: bool = True
 
@@ -165,29 +176,35 @@ def sources_by_key(delivered: TopicIndex, inputs: list[TopicIndex]) -> TopicInde
                       digest=delivered.digest, log_start=delivered.log_start, trimmed=delivered.trimmed)
 
 
-def torn_transactions(topic: TopicIndex, settled: np.ndarray) -> tuple[int, list[str]]:
-    """(transactions judged, identities of the torn ones) in one topic read read_committed.
+def torn_transactions(topic: TopicIndex, settled: np.ndarray,
+                      cut: np.ndarray | None = None) -> tuple[int, list[str], list[str]]:
+    """(transactions judged, identities of the torn ones, of those cut by a trim) in one topic read read_committed.
 
     A transaction is judged when one of its records is `settled` (all of them, in a final
-    verify); it is torn when it shows fewer records than its eos.txn header declares.
+    verify); it is torn when it shows fewer records than its eos.txn header declares, unless one
+    of its records is `cut` evidence (`cut_records`): then a trim of the topic cut it.
     """
     stamped = topic.txn >= 0
     tokens, first, inverse, visible = np.unique(topic.txn[stamped], return_index=True, return_inverse=True,
                                                 return_counts=True)
-    judged = np.zeros(tokens.size, dtype=bool)
+    judged, trimmed = np.zeros(tokens.size, dtype=bool), np.zeros(tokens.size, dtype=bool)
     np.logical_or.at(judged, inverse, settled[stamped])
-    torn = judged & (visible < topic.txn_records[stamped][first])
-    return int(np.count_nonzero(judged)), sorted(topic.txn_names[int(token)] for token in tokens[torn])
-
+    if cut is not None:
+        np.logical_or.at(trimmed, inverse, cut[stamped])
+    short = judged & (visible < topic.txn_records[stamped][first])
+    names = lambda chosen: sorted(topic.txn_names[int(token)] for token in tokens[chosen])  # noqa: E731
+    return int(np.count_nonzero(judged)), names(short & ~trimmed), names(short & trimmed)
 
 
 def judge_records(report: VerifyReport, committed_in: TopicIndex, out: TopicIndex, dead: TopicIndex | None,
                   cutoff: dict[int, int] | None, stable: dict[int, int] | None,
-                  compacted_input: TopicIndex | None = None) -> None:
+                  compacted_input: TopicIndex | None = None, compacted_outputs: tuple[bool, bool] = (False, False)
+                  ) -> None:
     """The record, value, key, order and whole-transaction checks over everything held (live: cutoff and stable given).
 
     `compacted_input` is the whole input read read_uncommitted when the input is compacted: a
     delivery whose source is missing from it, although above the log start, was compacted away.
+    `compacted_outputs` says whether the output and the dead-letter topic compact.
     """
     delivered = TopicIndex.concatenated(out, dead) if dead is not None else out
     deleted = deleted_sources(delivered.src_partition, delivered.src_offset, committed_in.log_start)
@@ -198,20 +215,42 @@ def judge_records(report: VerifyReport, committed_in: TopicIndex, out: TopicInde
     committed_in = committed_in.from_log_start()
     expected = committed_in.below(cutoff) if cutoff is not None else committed_in
     judged = judgeable(delivered.src_partition, delivered.src_offset, stable)
-    _judge(report, delivered, judged, committed_in, expected, claimed_digests(out, dead), deleted)
+    missing = _judge(report, delivered, judged, committed_in, expected, claimed_digests(out, dead), deleted)
+    written = [(out, survivors(out), compacted_outputs[0])] + (
+        [(dead, survivors(dead), compacted_outputs[1])] if dead is not None else [])
+    gone = np.zeros(expected.seq.size, dtype=bool)
+    gone[missing] = _output_deleted(report, expected.kept(missing), written)
     # The key view counts what was delivered for the records that had to be: in a live run, those
-    # whose source is below the group's offsets.
+    # whose source is below the group's offsets; and not the records whose delivery is gone.
     _judge_keys(report, delivered.seq[judged & ~deleted & _below(delivered.src_partition, delivered.src_offset,
-                                                                 cutoff)], expected.seq)
-    written = [out, dead] if dead is not None else [out]
-    reordered = np.concatenate([reordered_pairs(topic) for topic in written])
+                                                                 cutoff)], expected.seq[~gone])
+    reordered = np.concatenate([reordered_pairs(topic) for topic, _, _ in written])
     report.reordered, report.samples["reordered"] = int(reordered.size), reordered[:SAMPLE].tolist()
     torn: list[str] = []
-    for topic in written:
-        checked, torn_here = torn_transactions(topic, _below(topic.src_partition, topic.src_offset, cutoff))
+    cut: list[str] = []
+    for topic, trims, compacted in written:
+        if compacted:  # compaction removes records of committed transactions: none can be judged whole
+            continue
+        checked, torn_here, cut_here = torn_transactions(topic, _below(topic.src_partition, topic.src_offset, cutoff),
+                                                         cut_records(topic, trims))
         report.transactions_checked += checked
         torn += torn_here
+        cut += cut_here
     report.torn, report.samples["torn"] = len(torn), torn[:SAMPLE]
+    report.transactions_output_deleted, report.samples["transactions_output_deleted"] = len(cut), cut[:SAMPLE]
+
+
+def _output_deleted(report: VerifyReport, missing: TopicIndex,
+                    written: list[tuple[TopicIndex, Trims, bool]]) -> np.ndarray:
+    """Split the missing deliveries into lost and output_deleted; return which are output_deleted."""
+    gone = below_horizons(missing, written[0][1], written[1][1] if len(written) > 1 else {})
+    for (topic, _, compacted), belongs_here in zip(written, belongs(missing.digest)):
+        if compacted:
+            gone |= belongs_here & displaced_by_compaction(missing, topic)
+    report.lost, report.output_deleted = int(np.count_nonzero(~gone)), int(np.count_nonzero(gone))
+    report.samples.update({"lost": missing.seq[~gone][:SAMPLE].tolist(),
+                           "output_deleted": missing.seq[gone][:SAMPLE].tolist()})
+    return gone
 
 
 def committed_floors(committed_in: TopicIndex, ends: dict[int, int]) -> dict[int, int]:
@@ -250,11 +289,12 @@ def _below(partitions: np.ndarray, offsets: np.ndarray, bounds: dict[int, int] |
 
 
 def _judge(report: VerifyReport, delivered: TopicIndex, judged: np.ndarray, committed_in: TopicIndex,
-           expected: TopicIndex, claimed: np.ndarray | None = None, deleted: np.ndarray | None = None) -> None:
+           expected: TopicIndex, claimed: np.ndarray | None = None, deleted: np.ndarray | None = None) -> np.ndarray:
     """The record view: the (partition, offset) each delivered record names, against the input's, and its value.
 
     `claimed` is what each delivery claims of its source (`claimed_digests`); None: all are output.
     `deleted` marks the deliveries whose source is gone: they count towards duplicates only.
+    Returns which expected records were not delivered, all counted as lost here.
     """
     delivered_src = _pack(delivered.src_partition, delivered.src_offset)
     committed_src = _pack(committed_in.partition, committed_in.offset)
@@ -282,6 +322,7 @@ def _judge(report: VerifyReport, delivered: TopicIndex, judged: np.ndarray, comm
                            "aborted_reads": delivered.seq[aborted][:SAMPLE].tolist(),
                            "wrong_value": delivered.seq[wrong_value][:SAMPLE].tolist(),
                            "wrongly_dead_lettered": delivered.seq[wrongly_dead][:SAMPLE].tolist()})
+    return lost
 
 
 def judgeable(partitions: np.ndarray, offsets: np.ndarray, stable: dict[int, int] | None) -> np.ndarray:
@@ -337,6 +378,8 @@ def _judge_keys(report: VerifyReport, delivered_keys: np.ndarray, expected_keys:
 
 
 def _conclude(report: VerifyReport) -> VerifyReport:
+    # source_deleted and output_deleted are no violations: they count what retention or compaction
+    # deleted, which a correct pipeline cannot prevent.
     for name, count in (("duplicates", report.duplicates), ("lost", report.lost), ("unexpected", report.unexpected),
                         ("aborted_reads", report.aborted_reads), ("key_surplus", report.key_surplus),
                         ("key_deficit", report.key_deficit), ("reordered", report.reordered), ("torn", report.torn),

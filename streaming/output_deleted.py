@@ -16,9 +16,12 @@ explains them, and as `lost` and `torn` where it cannot:
   o < H(p) of the topic it belongs in: the dead letters if `process` refuses it, else the
   output, either when its expected digest is unknown;
 - a transaction of a topic that shows fewer records than its eos.txn declares was cut by the
-  trim when it has a record in a trimmed partition, or names a source of some p below H(p):
-  its records in a trimmed partition below the log start all named sources below the lowest
-  survivor there, which belongs to a later transaction of p, or to itself;
+  trim when it names a source of some p below H(p), or holds the lowest survivor of p in a
+  trimmed partition (`transaction_cut`): p's transactions cover runs of its offsets one after
+  another, so the record just after one it lost in a trimmed partition q is either its own, then
+  the lowest survivor of p in q, or a later transaction's, then all its sources lie below H(p).
+  A short transaction with records in a trimmed partition that are all above the lowest
+  survivor of their input partition there lost nothing to the trim, and is still torn;
 - compaction keeps only a key's last record, so on a compacted topic a missing delivery is
   `output_deleted` when it is a tombstone (removed after delete.retention.ms) or when the topic
   holds its key from a source that may come later in the same partition: another input
@@ -69,26 +72,39 @@ def belongs(digests: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (digests != POISON_DIGEST) | unknown, (digests == POISON_DIGEST) | unknown
 
 
-def below_horizons(missing: TopicIndex, out_trims: Trims, dead_trims: Trims) -> np.ndarray:
+def below_horizons(partitions: np.ndarray, offsets: np.ndarray, digests: np.ndarray, out_trims: Trims,
+                   dead_trims: Trims) -> np.ndarray:
     """Which missing deliveries of committed input records lie below the horizon of the topic they belong in."""
-    in_out, in_dead = belongs(missing.digest)
-    return ((in_out & (missing.offset < horizons(out_trims, missing.partition)))
-            | (in_dead & (missing.offset < horizons(dead_trims, missing.partition))))
+    in_out, in_dead = belongs(digests)
+    return ((in_out & (offsets < horizons(out_trims, partitions)))
+            | (in_dead & (offsets < horizons(dead_trims, partitions))))
 
 
 def cut_records(topic: TopicIndex, trims: Trims) -> np.ndarray:
-    """Which records show that a trim may have cut their transaction: in a trimmed partition, or a source below H."""
+    """Which records show that a trim may have cut their transaction (`transaction_cut`, record by record)."""
     named = (topic.src_partition >= 0) & (topic.src_offset >= 0)
-    in_trimmed = _bounds(topic.partition, dict.fromkeys(trims, 1)) == 1
-    return in_trimmed | (named & (topic.src_offset < horizons(trims, topic.src_partition)))
+    cut = named & (topic.src_offset < horizons(trims, topic.src_partition))
+    for partition, lowest in trims.items():
+        at = topic.partition == partition
+        cut[at] |= ~named[at] | (topic.src_offset[at] <= _bounds(topic.src_partition[at], lowest, missing=EVERYTHING))
+    return cut
 
 
-def transaction_cut(lowest: dict[int, int], partitions: set[int], trims: Trims) -> bool:
-    """Whether a short transaction (its lowest source per input partition, its output partitions) was cut by a trim."""
-    if partitions & trims.keys():
+def transaction_cut(lowest: dict[tuple[int, int], int], trims: Trims) -> bool:
+    """Whether a trim may have cut a short transaction, from its lowest source per (its partition, input partition).
+
+    It may if it names a source of some p below H(p) (its records deleted from a trimmed
+    partition named lower sources than the survivors there), or if it holds the lowest survivor
+    of p in a trimmed partition (its records there may straddle the log start). It holds it when
+    it has a record of p there at or below that survivor: in a read from the log start only the
+    survivor itself, and in a live read also records it read before the trim. A record without a
+    source in a trimmed partition cannot be placed, so it counts too.
+    """
+    pairs = [(q, p) for q, p in lowest if p >= 0]
+    if any(q in trims and (p < 0 or offset <= trims[q].get(p, EVERYTHING)) for (q, p), offset in lowest.items()):
         return True
-    named = np.fromiter(lowest, dtype=np.int64, count=len(lowest))
-    return bool(np.any(np.fromiter(lowest.values(), dtype=np.int64, count=len(lowest)) < horizons(trims, named)))
+    sources = np.array([p for _, p in pairs], dtype=np.int64)
+    return bool(np.any(np.array([lowest[pair] for pair in pairs], dtype=np.int64) < horizons(trims, sources)))
 
 
 def displaced_by_compaction(missing: TopicIndex, topic: TopicIndex) -> np.ndarray:

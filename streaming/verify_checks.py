@@ -243,7 +243,8 @@ def judge_records(report: VerifyReport, committed_in: TopicIndex, out: TopicInde
 def _output_deleted(report: VerifyReport, missing: TopicIndex,
                     written: list[tuple[TopicIndex, Trims, bool]]) -> np.ndarray:
     """Split the missing deliveries into lost and output_deleted; return which are output_deleted."""
-    gone = below_horizons(missing, written[0][1], written[1][1] if len(written) > 1 else {})
+    gone = below_horizons(missing.partition, missing.offset, missing.digest, written[0][1],
+                          written[1][1] if len(written) > 1 else {})
     for (topic, _, compacted), belongs_here in zip(written, belongs(missing.digest)):
         if compacted:
             gone |= belongs_here & displaced_by_compaction(missing, topic)

@@ -299,3 +299,13 @@ def test_on_a_compacted_output_a_delivery_displaced_by_a_later_one_of_its_key_or
     assert report.violations == ["lost: 2", "key_deficit: 2"]
     strict = judged_outputs(inputs, out)
     assert (strict.output_deleted, strict.lost, strict.torn) == (0, 5, 2)
+
+
+def test_a_short_transaction_whose_records_in_the_trimmed_partition_all_lie_above_its_lowest_survivor_is_torn():
+    # Partition 0 was trimmed to offset 2: deliveries of 0..2 are gone. A holds the lowest survivor
+    # (source 3) and is whole; B's record there (source 5) follows A's, so the trim took nothing of B,
+    # and B lacks source 6, which no trim explains.
+    out = trimmed(output([(3, 0, 2, 0, 3, A, 2), (4, 1, 0, 0, 4, A, 2), (5, 0, 3, 0, 5, B, 2)]), {0: 2})
+    report = judged_outputs([(o, o, 100 + o) for o in range(7)], out)
+    assert (report.torn, report.transactions_output_deleted, report.output_deleted, report.lost) == (1, 0, 3, 1)
+    assert report.samples["torn"] == [B] and report.samples["lost"] == [6]

@@ -4,7 +4,8 @@ Each scenario writes input (committed records, aborted ones, markers; poison rec
 tombstones; partitions whose log start is past 0), lets the stable offsets and the group's
 offsets move up, and delivers output with duplicates, losses, aborted reads, records without a
 source or naming another topic, records whose source was deleted (some twice), wrong values,
-good records dead-lettered and poison ones output, reorderings, torn and split transactions. After each
+good records dead-lettered and poison ones output, reorderings, torn and split transactions,
+and output partitions whose log start moved past records no read saw. After each
 round `LiveLedger.add` gets only the new records, and `judge_records` gets everything held, as
 `verify(live=True)` reads it; every count must be equal.
 """
@@ -20,7 +21,7 @@ from streaming.verify_checks import VerifyReport, judge_records
 
 COUNTS = ("input_committed", "output_committed", "dead_lettered", "duplicates", "lost", "unexpected", "aborted_reads",
           "key_surplus", "key_deficit", "reordered", "transactions_checked", "torn", "wrong_value",
-          "wrongly_dead_lettered", "source_deleted")
+          "wrongly_dead_lettered", "source_deleted", "output_deleted", "transactions_output_deleted")
 INPUTS, OUTPUTS = 3, 2
 LOG_START = (0, 7, 25)  # per input partition: retention deleted what lay below
 
@@ -51,6 +52,7 @@ class Pipeline:
         self.seq = 0
         self.token = 0
         self.deleted_twice = 0
+        self.rounds = 0
 
     def write_input(self) -> None:
         for p in range(INPUTS):
@@ -83,8 +85,14 @@ class Pipeline:
         return index(rows, self.input_end, log_start=self.log_start)
 
     def deliver(self) -> tuple[TopicIndex, TopicIndex]:
-        """Deliver the committed input up to a point, with faults, in transactions of a few records."""
+        """Deliver the committed input up to a point, with faults, in transactions of a few records.
+
+        Now and then, in the first rounds, retention deletes some of a partition's new records
+        before they are read (later rounds then have losses and torn transactions above the horizon).
+        """
+        self.rounds += 1
         rows = {"out": [], "dead": []}
+        read_to = {topic: list(offsets) for topic, offsets in self.output_offset.items()}
         names: dict[str, dict[int, str]] = {"out": {}, "dead": {}}
         for p in range(INPUTS):
             upto = int(self.rng.integers(self.delivered_to[p], self.read_to[p] + 1))
@@ -132,7 +140,15 @@ class Pipeline:
                     for out_p in range(OUTPUTS):
                         self.output_offset[topic][out_p] += 1  # the transaction's marker
         ends = {topic: dict(enumerate(self.output_offset[topic])) for topic in rows}
-        return (index(rows["out"], ends["out"], names["out"]), index(rows["dead"], ends["dead"], names["dead"]))
+        read = {topic: index(rows[topic], ends[topic], names[topic]) for topic in rows}
+        for topic, new in read.items():
+            for out_p in range(OUTPUTS):
+                if self.rounds <= 8 and self.output_offset[topic][out_p] > read_to[topic][out_p] + 1 \
+                        and self.rng.random() < 0.2:
+                    start = int(self.rng.integers(read_to[topic][out_p] + 1, self.output_offset[topic][out_p] + 1))
+                    read[topic] = new = new.kept((new.partition != out_p) | (new.offset >= start))
+                    new.trimmed[out_p] = new.log_start[out_p] = start
+        return read["out"], read["dead"]
 
     def routed(self, seq: int, partition: int, offset: int, digest: int) -> tuple:
         """(topic, seq, source partition, source offset, digest) of one delivery: poison to the dead letters, now and
@@ -166,7 +182,8 @@ def test_the_ledger_counts_what_the_whole_held_arithmetic_counts_after_every_rou
         assert {name: getattr(running, name) for name in COUNTS} == {name: getattr(whole, name) for name in COUNTS}
     faults = {name: getattr(running, name) for name in ("duplicates", "lost", "aborted_reads", "reordered", "torn",
                                                         "unexpected", "wrong_value", "wrongly_dead_lettered",
-                                                        "source_deleted")}
+                                                        "source_deleted", "output_deleted",
+                                                        "transactions_output_deleted")}
     assert all(faults.values()), f"seed {seed} left a fault kind out: {faults}"  # the scenario exercises every check
     assert pipeline.deleted_twice, f"seed {seed} never delivered a deleted source twice"
 
@@ -262,3 +279,28 @@ def test_a_second_delivery_of_a_source_deleted_meanwhile_is_a_duplicate_as_judge
     assert report.duplicates == whole.duplicates == 3
     assert report.source_deleted == 3, "counted as they arrive: the deliveries judged before the log start moved stand"
     assert report.samples["duplicates"] == [0, 1]
+
+
+def test_a_loss_and_a_short_transaction_become_output_deleted_once_a_later_round_finds_the_trim_that_explains_them():
+    ledger = LiveLedger()
+    in_1 = index([(s, 0, s, -1, -1, -1, 0) for s in range(10)], {0: 10}, log_start={0: 0})
+    # Sources 7 and 9 are not delivered yet; transaction 2 shows source 6 and lacks source 7.
+    out_1 = index([(s, 0, s, 0, s, -1, 0) for s in range(6)] + [(6, 1, 0, 0, 6, 2, 2), (8, 1, 1, 0, 8, -1, 0)],
+                  {0: 6, 1: 2}, {2: "txn-2"})
+    first = ledger.add(in_1, out_1, None, {0: 10}, {0: 10})
+    assert (first.lost, first.output_deleted, first.torn, first.transactions_output_deleted) == (2, 0, 1, 0)
+    # Before the next read, 7 and 9 were delivered to output partition 0 at offsets 6 and 7, and
+    # retention deleted them unread: the read starts at the log start, 8, and finds 10 and 11 there.
+    # 12 is committed and never delivered, above the horizon 10.
+    in_2 = index([(s, 0, s, -1, -1, -1, 0) for s in range(10, 13)], {0: 13}, log_start={0: 0})
+    out_2 = index([(10, 0, 8, 0, 10, -1, 0), (11, 0, 9, 0, 11, -1, 0)], {0: 10, 1: 2}, log_start={0: 8})
+    out_2.trimmed = {0: 8}
+    second = ledger.add(in_2, out_2, None, {0: 13}, {0: 13})
+    assert (second.lost, second.output_deleted, second.torn, second.transactions_output_deleted) == (1, 2, 0, 1)
+    assert second.samples["output_deleted"] == [7, 9] and second.samples["lost"] == [12]
+    assert second.samples["transactions_output_deleted"] == ["txn-2"] and second.key_deficit == 1
+    whole = VerifyReport("in", "out")
+    judge_records(whole, TopicIndex.concatenated(in_1, in_2), TopicIndex.concatenated(out_1, out_2), None,
+                  {0: 13}, {0: 13})
+    judged = [name for name in COUNTS if name not in ("input_committed", "output_committed", "dead_lettered")]
+    assert {name: getattr(second, name) for name in judged} == {name: getattr(whole, name) for name in judged}

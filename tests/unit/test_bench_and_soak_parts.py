@@ -147,6 +147,18 @@ def test_soak_report_counts_survivals_and_recovery_by_kind(tmp_path):
         "# Soak abc: STOPPED", "", f"- stopped early, before the drain and the final verify: {report.stopped}"]
 
 
+def test_soak_report_shows_what_retention_deleted_beside_each_verdict():
+    report = _report()
+    report.final.update(source_deleted=3, output_deleted=1_200, transactions_output_deleted=4)
+    report.faults[1].source_deleted, report.faults[1].output_deleted = 0, 250
+    markdown = report_markdown(report)
+    assert ("- deleted by retention or compaction (no violation): 3 deliveries whose input record is gone"
+            " (source_deleted; still checked for duplicates), 1,200 committed input records whose delivery is gone"
+            " (output_deleted), 4 transactions cut short by it (transactions_output_deleted)") in markdown
+    rounds = markdown.split("## Rounds")[1]
+    assert "| 200 | ok (source_deleted 0, output_deleted 250) |" in rounds and "| 100 | ok |" in rounds
+
+
 def test_soak_report_says_why_each_unplanned_restart_was_needed(tmp_path):
     report = _report()
     assert "- unplanned restarts: none" in report_markdown(report)
@@ -302,7 +314,7 @@ def test_a_rounds_verify_that_cannot_read_the_cluster_is_tried_again_then_judged
     answers = [KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION,
                                          "Failed to get watermark offsets: Broker: Not leader for partition")),
                TimeoutError("soak-in: no end of partition within 60.0 s"),
-               verify.VerifyReport("in", "out", input_committed=500)]
+               verify.VerifyReport("in", "out", input_committed=500, source_deleted=2, output_deleted=7)]
 
     def verify_live(*_args):
         answer = answers.pop(0)
@@ -321,6 +333,7 @@ def test_a_rounds_verify_that_cannot_read_the_cluster_is_tried_again_then_judged
                     " partition); trying again",
                     "verify could not read the cluster (soak-in: no end of partition within 60.0 s); trying again"]
     assert record.records_checked == 500 and record.violations == []
+    assert (record.source_deleted, record.output_deleted) == (2, 7), "what retention deleted, for the report"
 
     monkeypatch.setattr(live_verify, "VERIFY_RETRY_S", 0.0)  # a cluster that stays unreadable ends the soak
     answers[:] = [KafkaException(KafkaError(KafkaError._TRANSPORT))]

@@ -13,7 +13,10 @@ instead of the records:
 - the committed input records expected but not delivered (the losses), and the keys whose
   deliveries and expectations do not balance;
 - the last source offset of each (input partition, output partition) pair, and each sink
-  transaction's visible records and declared size.
+  transaction's visible records and declared size (and, while it is not known whole, its
+  lowest source per output and input partition);
+- per output or dead-letter partition whose log start a read found past the offset it had read
+  to (records it never saw were deleted), each input partition's lowest source read since.
 A round then costs what its new records cost. Round for round, its counts equal those of
 `judge_records` over everything held, and tests/unit/test_live_ledger.py holds the two together.
 Its samples are the first ids found, not the smallest. The final verify still reads everything
@@ -23,8 +26,18 @@ before, which an exactly-once sink never commits) keep the records already expec
 Per-offset arrays start at the lowest offset held, which is each input partition's log start
 (retention deletes below it and moves it up for ever), so they cost about 21 bytes per offset
 from there, never from offset 0. A delivery whose source lies below the log start is counted as
-`source_deleted` when it arrives and judged no further, and lost records below it are dropped;
-a log start that moves up later does not undo the judgements made before.
+`source_deleted` when it arrives and judged for duplicates only (two deliveries naming one
+source are a duplicate whether or not the source still exists): deliveries of an offset below
+the arrays are counted in a dict, which holds only such deliveries. Lost records below the log
+start are dropped; a log start that moves up later does not undo the judgements made before.
+
+Output that retention deleted before a round read it is told from lost output as the final
+verify tells it (streaming/output_deleted.py), from the records read after the gap: the split
+of the losses into `lost` and `output_deleted`, and of short transactions into `torn` and
+`transactions_output_deleted`, is made at every report, so a loss counted in one round moves to
+`output_deleted` once a later round finds the trim that explains it (or back, while a trimmed
+partition holds no survivor of its input partition yet). Compaction of the output is not
+judged live: the final verify judges it.
 """
 
 from __future__ import annotations
@@ -36,10 +49,13 @@ import numpy as np
 from confluent_kafka import KafkaException
 
 from conf.client_config import Connection
+from streaming.output_deleted import Trims, below_horizons, lowest_sources, transaction_cut
 from streaming.process import TRANSFORMS
 from streaming.topic_index import UNKNOWN_DIGEST, TopicIndex, _bounds, read_index
-from streaming.verify import (DEFAULT_PROCESS, SAMPLE, VerifyReport, _below, _conclude, _members, claimed_digests,
-                              deleted_sources, judgeable, live_bounds, reordered_pairs, value_mismatches)
+from streaming.verify import live_bounds
+from streaming.verify_checks import (DEFAULT_PROCESS, SAMPLE, VerifyReport, _below, _conclude, _members,
+                                     claimed_digests, deleted_sources, judgeable, named_sources, reordered_pairs,
+                                     value_mismatches)
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 _NO_RECORD = np.iinfo(np.int64).min  # below every key_id: no committed record at this offset
@@ -84,13 +100,17 @@ class _ByOffset:
 
 
 class _Transactions:
-    """One topic's sink transactions: visible records, declared size, lowest source per input partition."""
+    """One topic's sink transactions: visible records, declared size, and where those not known whole lie."""
 
     def __init__(self) -> None:
         self.visible: dict[int, int] = {}
         self.declared: dict[int, int] = {}
-        self.lowest_source: dict[int, dict[int, int]] = {}
+        # Per transaction not judged yet, or judged and short so far: its lowest source per (output
+        # partition, input partition), which tells when it is judged and whether a trim cut it (-1
+        # for the input partition of records without a source).
+        self.lowest_source: dict[int, dict[tuple[int, int], int]] = {}
         self.judged: set[int] = set()
+        self.short: set[int] = set()  # judged, with fewer records visible than declared
         self.names: dict[int, str] = {}
 
     def add(self, topic: TopicIndex) -> None:
@@ -102,29 +122,46 @@ class _Transactions:
         for token, count, size in zip(tokens.tolist(), visible.tolist(), declared.tolist()):
             self.visible[token] = self.visible.get(token, 0) + count
             self.declared.setdefault(token, size)
-        # each (transaction, input partition)'s lowest source: the first row of its group in this order
-        named = stamped & (topic.src_partition >= 0)
-        token, partition, offset = topic.txn[named], topic.src_partition[named], topic.src_offset[named]
-        order = np.lexsort((offset, partition, token))
-        token, partition, offset = token[order], partition[order], offset[order]
+            if token in self.short and self.visible[token] >= self.declared[token]:
+                self.short.discard(token)  # whole at last: it can never be short again
+                self._forget(token)
+        # Records of a transaction judged whole can tell nothing more.
+        rows = stamped & _members(topic.txn, np.array([t for t in tokens.tolist()
+                                                       if t not in self.judged or t in self.short], dtype=np.int64))
+        named = named_sources(topic.src_partition[rows], topic.src_offset[rows])
+        columns = (topic.txn[rows], topic.partition[rows], np.where(named, topic.src_partition[rows], -1),
+                   np.where(named, topic.src_offset[rows], -1))
+        # each (transaction, output partition, input partition)'s lowest source: its group's first row in this order
+        order = np.lexsort(columns[::-1])
+        token, out_partition, partition, offset = (values[order] for values in columns)
         first_of_group = np.ones(token.size, dtype=bool)
-        first_of_group[1:] = (token[1:] != token[:-1]) | (partition[1:] != partition[:-1])
-        for t, p, o in zip(token[first_of_group].tolist(), partition[first_of_group].tolist(),
-                           offset[first_of_group].tolist()):
-            if t not in self.judged:
-                lowest = self.lowest_source.setdefault(t, {})
-                lowest[p] = min(o, lowest.get(p, o))
+        first_of_group[1:] = ((token[1:] != token[:-1]) | (out_partition[1:] != out_partition[:-1])
+                              | (partition[1:] != partition[:-1]))
+        for t, q, p, o in zip(*(values[first_of_group].tolist() for values in (token, out_partition, partition,
+                                                                                 offset))):
+            lowest = self.lowest_source.setdefault(t, {})
+            lowest[(q, p)] = min(o, lowest.get((q, p), o))
 
     def judge(self, cutoff: dict[int, int]) -> None:
         """Judge every transaction one of whose records names a source below the group's offsets."""
         for token, lowest in list(self.lowest_source.items()):
-            if any(offset < cutoff.get(partition, 0) for partition, offset in lowest.items()):
+            if token not in self.judged and any(partition >= 0 and offset < cutoff.get(partition, 0)
+                                                for (_, partition), offset in lowest.items()):
                 self.judged.add(token)
-                del self.lowest_source[token]
+                if self.visible[token] < self.declared[token]:
+                    self.short.add(token)
+                else:
+                    self._forget(token)
 
-    def torn(self) -> list[str]:
-        """The identities of the judged transactions with fewer records visible than declared, sorted."""
-        return sorted(self.names[token] for token in self.judged if self.visible[token] < self.declared[token])
+    def torn(self, trims: Trims) -> tuple[list[str], list[str]]:
+        """The identities of the judged transactions with fewer records visible than declared: (torn, cut by a trim)."""
+        torn, cut = [], []
+        for token in self.short:
+            (cut if transaction_cut(self.lowest_source.get(token, {}), trims) else torn).append(self.names[token])
+        return sorted(torn), sorted(cut)
+
+    def _forget(self, token: int) -> None:
+        self.lowest_source.pop(token, None)
 
 
 class LiveLedger:
@@ -141,14 +178,20 @@ class LiveLedger:
         self._committed_seq = _ByOffset(np.int64, _NO_RECORD)
         self._expected_digest = _ByOffset(np.int64, UNKNOWN_DIGEST)  # what process makes of each committed record
         self._delivered_any = _ByOffset(bool, False)
-        self._deliveries = _ByOffset(np.int32, 0)  # judged deliveries of each committed input offset
-        self._unjudged = (_EMPTY, _EMPTY, _EMPTY, _EMPTY)  # (seq, source partition, source offset, claimed digest)
+        self._deliveries = _ByOffset(np.int32, 0)  # judged deliveries of each input offset from the log start
+        self._deliveries_below: dict[tuple[int, int], int] = {}  # those of offsets below it (deleted sources)
+        # (seq, source partition, source offset, claimed digest, source deleted when it arrived)
+        self._unjudged = (_EMPTY, _EMPTY, _EMPTY, _EMPTY, np.zeros(0, dtype=bool))
         self._keys_pending = (_EMPTY, _EMPTY, _EMPTY)
         self._expected_below: dict[int, int] = {}
         self._lost = (_EMPTY, _EMPTY, _EMPTY)  # (source partition, source offset, seq)
         self._keys, self._balance = _EMPTY, _EMPTY  # keys with deliveries - expectations != 0, sorted
         self._last_source: dict[tuple[str, int, int], int] = {}
         self._transactions: dict[str, _Transactions] = {}
+        # Per output topic, per partition whose records a read found deleted unread, the log start
+        # it found (the latest such), and each input partition's lowest source read after it.
+        self._trimmed: dict[str, dict[int, int]] = {}
+        self._trims: dict[str, Trims] = {}
         self._counts = dict(output_committed=0, dead_lettered=0, duplicates=0, unexpected=0, aborted_reads=0,
                             reordered=0, wrong_value=0, wrongly_dead_lettered=0, source_deleted=0)
         self._samples: dict[str, list] = {name: [] for name in self._counts
@@ -191,7 +234,7 @@ class LiveLedger:
         chunk = read_index(bootstrap, topic, "read_committed", with_src, timeout_s=timeout_s, start_offsets=dict(held),
                            source_topic=self._input_topic if with_src else None,
                            process=None if with_src else TRANSFORMS[self._process])
-        held.update(chunk.next_offsets())
+        held.update(chunk.read_to())
         return chunk
 
     def add(self, committed_in: TopicIndex, out: TopicIndex, dead: TopicIndex | None, cutoff: dict[int, int],
@@ -213,16 +256,29 @@ class LiveLedger:
         delivered = TopicIndex.concatenated(out, dead) if dead is not None else out
         deleted = deleted_sources(delivered.src_partition, delivered.src_offset, self._log_start)
         self._tally("source_deleted", delivered.seq[deleted])
-        arrived = (delivered.seq, delivered.src_partition, delivered.src_offset, claimed_digests(out, dead))
+        arrived = (delivered.seq, delivered.src_partition, delivered.src_offset, claimed_digests(out, dead), deleted)
         self._mark_delivered(delivered.src_partition[~deleted], delivered.src_offset[~deleted])
-        self._unjudged = tuple(np.concatenate((held, new[~deleted])) for held, new in zip(self._unjudged, arrived))
+        self._unjudged = tuple(np.concatenate((held, new)) for held, new in zip(self._unjudged, arrived))
         self._judge(stable)
         newly_expected = self._expect(stable, cutoff)
         self._count_keys(cutoff, newly_expected[2])
         for name, topic in written:
             self._reorder(name, topic)
             self._transactions.setdefault(name, _Transactions()).add(topic)
-        return self._report(stable, cutoff)
+            self._survivors(name, topic)
+        return self._report(stable, cutoff, topics)
+
+    def _survivors(self, name: str, topic: TopicIndex) -> None:
+        """Follow each trimmed partition's lowest source per input partition, from its latest trim on."""
+        trimmed, trims = self._trimmed.setdefault(name, {}), self._trims.setdefault(name, {})
+        for partition, start in topic.trimmed.items():
+            trimmed[partition], trims[partition] = start, {}  # a new trim: the survivors are those after it
+        named = named_sources(topic.src_partition, topic.src_offset)
+        for partition, start in trimmed.items():
+            after = named & (topic.partition == partition) & (topic.offset >= start)
+            lowest = trims[partition]
+            for source, offset in lowest_sources(topic.src_partition[after], topic.src_offset[after]).items():
+                lowest[source] = min(offset, lowest.get(source, offset))
 
     def _mark_delivered(self, partitions: np.ndarray, offsets: np.ndarray) -> None:
         for partition in np.unique(partitions[partitions >= 0]):
@@ -233,10 +289,11 @@ class LiveLedger:
 
     def _judge(self, stable: dict[int, int]) -> None:
         """Judge each delivery whose source now lies below the stable offsets: duplicate, unexpected, aborted read, value."""
-        seq, partition, offset, claimed = self._unjudged
-        judged = judgeable(partition, offset, stable)
+        judged = judgeable(self._unjudged[1], self._unjudged[2], stable)
+        seq, partition, offset, claimed, deleted = (values[judged] for values in self._unjudged)
         self._unjudged = tuple(values[~judged] for values in self._unjudged)
-        seq, partition, offset, claimed = (values[judged] for values in (seq, partition, offset, claimed))
+        self._count_deliveries(seq, partition, offset)
+        seq, partition, offset, claimed = (values[~deleted] for values in (seq, partition, offset, claimed))
         in_input = (offset >= 0) & (offset < _bounds(partition, self._ends))
         from_committed = in_input & (self._committed_seq.lookup(partition, offset) != _NO_RECORD)
         self._tally("unexpected", seq[~in_input])
@@ -245,18 +302,35 @@ class LiveLedger:
             self._expected_digest.lookup(partition, offset), claimed))
         self._tally("wrong_value", seq[wrong_value])
         self._tally("wrongly_dead_lettered", seq[wrongly_dead])
-        for source_partition in np.unique(partition[from_committed]):
-            at = from_committed & (partition == source_partition)
+        self._keys_pending = tuple(np.concatenate((held, new)) for held, new in
+                                   zip(self._keys_pending, (seq, partition, offset)))
+
+    def _count_deliveries(self, seq: np.ndarray, partition: np.ndarray, offset: np.ndarray) -> None:
+        """Count judged deliveries per source they name, deleted or not: each beyond a source's first is a duplicate."""
+        named = named_sources(partition, offset)
+        for source_partition in np.unique(partition[named]).tolist():
+            at = named & (partition == source_partition)
             sources, times = np.unique(offset[at], return_counts=True)
-            counts, base = self._deliveries.span(int(source_partition), int(sources.min()), int(sources.max()) + 1)
-            before = counts[sources - base].astype(np.int64)
+            # Offsets below both the log start and the array's base go to a dict, so that a
+            # delivery of a long-deleted source does not stretch the array down towards 0.
+            counts, base = self._deliveries.arrays.get(source_partition), self._deliveries.bases.get(source_partition)
+            floor = self._log_start.get(source_partition, 0) if counts is None else min(
+                base, self._log_start.get(source_partition, base))
+            dense = sources >= floor
+            before = np.zeros(sources.size, dtype=np.int64)
+            if dense.any():
+                counts, base = self._deliveries.span(source_partition, int(sources[dense].min()),
+                                                     int(sources[dense].max()) + 1)
+                before[dense] = counts[sources[dense] - base]
+                counts[sources[dense] - base] += times[dense].astype(np.int32)
+            for i in np.flatnonzero(~dense).tolist():
+                key = (source_partition, int(sources[i]))
+                before[i] = self._deliveries_below.get(key, 0)
+                self._deliveries_below[key] = int(before[i] + times[i])
             self._counts["duplicates"] += int((np.maximum(before + times - 1, 0) - np.maximum(before - 1, 0)).sum())
             twice = sources[before + times > 1]
             self._samples["duplicates"] += np.unique(seq[at][_members(offset[at], twice)])[
                 :SAMPLE - len(self._samples["duplicates"])].tolist()
-            counts[sources - base] += times.astype(np.int32)
-        self._keys_pending = tuple(np.concatenate((held, new)) for held, new in
-                                   zip(self._keys_pending, (seq, partition, offset)))
 
     def _expect(self, stable: dict[int, int], cutoff: dict[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Add the committed input newly below both bounds to what must be delivered; return it."""
@@ -319,26 +393,38 @@ class LiveLedger:
         self._counts[name] += int(seqs.size)
         self._samples[name] += seqs[:SAMPLE - len(self._samples[name])].tolist()
 
-    def _report(self, stable: dict[int, int], cutoff: dict[int, int]) -> VerifyReport:
+    def _report(self, stable: dict[int, int], cutoff: dict[int, int], topics: tuple[str, str]) -> VerifyReport:
         report = VerifyReport("", "", process=self._process)
         report.input_committed = sum(int(np.count_nonzero(self._committed_seq.window(
             partition, self._log_start.get(partition, 0), stable.get(partition, 0)) != _NO_RECORD))
             for partition in self._committed_seq.arrays)
         for name, value in self._counts.items():
             setattr(report, name, value)
-        report.lost = int(self._lost[0].size)
-        report.key_surplus = int(self._balance[self._balance > 0].sum())
-        report.key_deficit = int(-self._balance[self._balance < 0].sum())
+        # The split is made now, not when a record was first expected: a later round may find the
+        # trim that explains a loss counted before.
+        partition, offset, seq = self._lost
+        gone = below_horizons(partition, offset, self._expected_digest.lookup(partition, offset),
+                              *(self._trims.get(name, {}) for name in topics))
+        report.lost, report.output_deleted = int(np.count_nonzero(~gone)), int(np.count_nonzero(gone))
+        # The key view does not expect the records whose delivery is gone.
+        keys, inverse = np.unique(np.concatenate((self._keys, seq[gone])), return_inverse=True)
+        weights = np.concatenate((self._balance, np.ones(int(gone.sum()), dtype=np.int64)))
+        balance = np.bincount(inverse, weights=weights, minlength=keys.size).astype(np.int64)
+        report.key_surplus, report.key_deficit = int(balance[balance > 0].sum()), int(-balance[balance < 0].sum())
         torn: list[str] = []
-        for transactions in self._transactions.values():
+        cut: list[str] = []
+        for name, transactions in self._transactions.items():
             transactions.judge(cutoff)
             report.transactions_checked += len(transactions.judged)
-            torn += transactions.torn()
-        report.torn = len(torn)
+            torn_here, cut_here = transactions.torn(self._trims.get(name, {}))
+            torn += torn_here
+            cut += cut_here
+        report.torn, report.transactions_output_deleted = len(torn), len(cut)
         report.samples = {**{name: list(values) for name, values in self._samples.items()},
-                          "lost": self._lost[2][:SAMPLE].tolist(), "torn": torn[:SAMPLE],
-                          "key_surplus": self._keys[self._balance > 0][:SAMPLE].tolist(),
-                          "key_deficit": self._keys[self._balance < 0][:SAMPLE].tolist()}
+                          "lost": seq[~gone][:SAMPLE].tolist(), "output_deleted": seq[gone][:SAMPLE].tolist(),
+                          "torn": torn[:SAMPLE], "transactions_output_deleted": cut[:SAMPLE],
+                          "key_surplus": keys[balance > 0][:SAMPLE].tolist(),
+                          "key_deficit": keys[balance < 0][:SAMPLE].tolist()}
         return report
 
 

@@ -16,7 +16,10 @@ records after those it holds. The checks over these integers are `streaming.veri
   has (-1, -1), and one that names another topic than the input's (or is malformed) has
   (`FOREIGN_SOURCE`, -1).
 - A read starts at each partition's log start (its low watermark), which it records: retention
-  deletes what lies below, so nothing below it can be read or judged.
+  deletes what lies below, so nothing below it can be read or judged. Where the log start lies
+  above the offset the read was to start from (0 for a first read), records it never saw were
+  deleted, and the index says so (`trimmed`): the verifier then tells a delivery deleted from
+  the output from a lost one (streaming/output_deleted.py).
 """
 
 from __future__ import annotations
@@ -85,6 +88,8 @@ class TopicIndex:
     txn_names: dict[int, str] = field(default_factory=dict)  # attempt token -> identity, for the report
     digest: np.ndarray | None = None  # per record: value_digest, or expected_digest; None: UNKNOWN_DIGEST for all
     log_start: dict[int, int] = field(default_factory=dict)  # per partition, its low watermark when read
+    # per partition whose log start lay above where a read began, the log start it found (the latest)
+    trimmed: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.digest is None or self.digest.size != self.seq.size:
@@ -95,7 +100,7 @@ class TopicIndex:
         """One index of the records of two reads, with the later read's end offsets and log starts."""
         return cls(**{name: np.concatenate((getattr(earlier, name), getattr(later, name))) for name in _INTEGER_FIELDS},
                    end_offsets=later.end_offsets, txn_names={**earlier.txn_names, **later.txn_names},
-                   log_start={**earlier.log_start, **later.log_start})
+                   log_start={**earlier.log_start, **later.log_start}, trimmed={**earlier.trimmed, **later.trimmed})
 
     def next_offsets(self) -> dict[int, int]:
         """Per partition, the offset after the last record held."""
@@ -103,19 +108,33 @@ class TopicIndex:
         np.maximum.at(ends, self.partition, self.offset)
         return {partition: int(last) + 1 for partition, last in enumerate(ends) if last >= 0}
 
+    def read_to(self) -> dict[int, int]:
+        """Per partition, the offset the reads reached: past the last record held and the end offset read to.
+
+        A read_committed read ends at the last stable offset, past the commit marker that follows
+        its last record; the next read starts there, so that retention deleting that marker is not
+        taken for records deleted unread.
+        """
+        reached = self.next_offsets()
+        for partition, end in self.end_offsets.items():
+            reached[partition] = max(end, reached.get(partition, 0))
+        return {partition: offset for partition, offset in reached.items() if offset > 0}
+
     def below(self, offsets: dict[int, int]) -> TopicIndex:
         """Keep only the records under a per-partition offset bound."""
-        return self._kept(self.offset < _bounds(self.partition, offsets))
+        return self.kept(self.offset < _bounds(self.partition, offsets))
 
     def from_log_start(self) -> TopicIndex:
         """Keep only the records at or after their partition's log start (a held index may hold deleted ones)."""
-        return self._kept(self.offset >= _bounds(self.partition, self.log_start))
+        return self.kept(self.offset >= _bounds(self.partition, self.log_start))
 
-    def _kept(self, keep: np.ndarray) -> TopicIndex:
+    def kept(self, keep: np.ndarray) -> TopicIndex:
+        """Keep only the records chosen."""
         # indexes read without the eos headers have empty header arrays
         return TopicIndex(**{name: values[keep] if values.size == self.seq.size else values
                              for name, values in ((name, getattr(self, name)) for name in _INTEGER_FIELDS)},
-                          end_offsets=self.end_offsets, txn_names=self.txn_names, log_start=self.log_start)
+                          end_offsets=self.end_offsets, txn_names=self.txn_names, log_start=self.log_start,
+                          trimmed=self.trimmed)
 
 
 def topic_reader(bootstrap: str | Connection, isolation: str) -> Consumer:
@@ -223,10 +242,11 @@ def read_index(bootstrap: str | Connection, topic: str, isolation: str, with_src
         consumer.close()
     as_array = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
     log_start = {p: low for p, (low, _) in bounds.items()}
+    trimmed = {p: low for p, low in log_start.items() if low > (start_offsets or {}).get(p, 0)}
     ends = {p: end for p, (_, end) in bounds.items()}
     return TopicIndex(*(as_array(values) for values in (seqs, partitions, offsets, src_partitions, src_offsets,
                                                         txns, txn_records)), ends, txn_names,
-                      digest=as_array(digests), log_start=log_start)
+                      digest=as_array(digests), log_start=log_start, trimmed=trimmed)
 
 
 def source_position(header: bytes | None, source_topic: str | None) -> tuple[int, int]:
@@ -261,15 +281,15 @@ class IncrementalIndexes:
             index = read_index(bootstrap, topic, isolation, with_src, source_topic=source_topic, process=process)
         else:
             index = TopicIndex.concatenated(held, read_index(bootstrap, topic, isolation, with_src,
-                                                             start_offsets=held.next_offsets(),
+                                                             start_offsets=held.read_to(),
                                                              source_topic=source_topic, process=process))
         self._held[key] = index
         return index
 
 
-def _bounds(partitions: np.ndarray, offsets: dict[int, int]) -> np.ndarray:
-    """Each record's partition bound, vectorised (partition numbers are small); 0 where none."""
-    lookup = np.zeros(max([*offsets, int(partitions.max(initial=0))]) + 1, dtype=np.int64)
+def _bounds(partitions: np.ndarray, offsets: dict[int, int], missing: int = 0) -> np.ndarray:
+    """Each record's partition bound, vectorised (partition numbers are small); `missing` where none."""
+    lookup = np.full(max([*offsets, int(partitions.max(initial=0))]) + 1, missing, dtype=np.int64)
     for partition, offset in offsets.items():
         lookup[partition] = offset
     return lookup[np.clip(partitions, 0, None)]

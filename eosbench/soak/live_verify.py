@@ -80,6 +80,7 @@ class LiveVerifier:
             lambda: wait_until_stable(p.bootstrap, [p.input_topic, p.output_topic], timeout_s=HANGING_TIMEOUT_S), say)]
         record.stable_after_s = round(time.monotonic() - clock, 1)
         record.records_checked = checked.input_committed
+        record.source_deleted, record.output_deleted = checked.source_deleted, checked.output_deleted
 
     def _verify_round(self) -> VerifyReport:
         p = self.pipeline

@@ -26,6 +26,10 @@ class FaultRecord:
     verify_s: float = 0.0
     stable_after_s: float = 0.0  # until every transaction open after the verify had ended
     records_checked: int = 0
+    # The round's verify's running counts of what retention deleted before it was judged: deliveries
+    # whose input is gone, and committed input records whose delivery is gone (neither a violation).
+    source_deleted: int = 0
+    output_deleted: int = 0
     violations: list[str] = field(default_factory=list)
 
     @property
@@ -159,6 +163,11 @@ def report_markdown(report: SoakReport) -> str:
              f"- records verified at the end: {final.get('input_committed', 0):,} committed input records,"
              f" {final.get('output_committed', 0):,} output records, {final.get('input_aborted', 0):,} aborted"
              f" input records hidden, {final.get('output_aborted_hidden', 0):,} aborted output records hidden",
+             *([f"- deleted by retention or compaction (no violation): {final.get('source_deleted', 0):,} deliveries"
+                f" whose input record is gone (source_deleted; still checked for duplicates),"
+                f" {final.get('output_deleted', 0):,} committed input records whose delivery is gone (output_deleted),"
+                f" {final.get('transactions_output_deleted', 0):,} transactions cut short by it"
+                " (transactions_output_deleted)"] if final else []),
              *([f"- output matched to input by key (`{report.options.get('pipeline')}` writes no eos headers):"
                 " the torn-transaction check does not apply, and the stream's visibility log is not kept"]
                if final.get("match_by") == "key" else []),
@@ -180,8 +189,9 @@ def report_markdown(report: SoakReport) -> str:
               "| # | at (s) | fault | what was done | recovery (s) | records checked | verify |",
               "|---|---|---|---|---|---|---|"]
     for f in report.faults:
+        verdict = "ok" if not f.violations else "; ".join(f.violations)
         lines.append(f"| {f.index + 1} | {f.at_s} | {f.kind} | {f.detail} | {f.recovery_s} | {f.records_checked:,} |"
-                     f" {'ok' if not f.violations else '; '.join(f.violations)} |")
+                     f" {verdict}{deleted_note(f.source_deleted, f.output_deleted)} |")
     if report.exits:
         lines += ["", "## Unplanned exits", "", "Each was restarted at once; the line is the last the process wrote.", "",
                   "| at (s) | process | exit code | last line |", "|---|---|---|---|"]
@@ -189,6 +199,13 @@ def report_markdown(report: SoakReport) -> str:
     if report.violations:
         lines += ["", "## Violations", ""] + [f"- {v}" for v in report.violations]
     return "\n".join(lines) + "\n"
+
+
+def deleted_note(source_deleted: int, output_deleted: int) -> str:
+    """What retention had deleted before a verify judged it, to stand beside its verdict; empty if nothing."""
+    if not source_deleted and not output_deleted:
+        return ""
+    return f" (source_deleted {source_deleted:,}, output_deleted {output_deleted:,})"
 
 
 def _cell(text: str) -> str:

@@ -50,7 +50,7 @@ from eosbench.soak.metrics import SoakMetrics
 from eosbench.soak.options import SoakOptions
 from eosbench.soak.pipeline import Pipeline
 from eosbench.soak.progress import SAMPLE_EVERY_S, ProgressGate, ProgressSampler
-from eosbench.soak.report import FaultRecord, SoakReport, UnplannedExit, write_report
+from eosbench.soak.report import FaultRecord, SoakReport, UnplannedExit, deleted_note, write_report
 
 FIRST_RECORDS_TIMEOUT_S = 300
 STATUS_EVERY_S = 10
@@ -191,7 +191,8 @@ class Soak:
         self.say(f"fault {index + 1}: {kind}: {record.detail}; recovered in {record.recovery_s} s;"
                  f" verify {'ok' if not record.violations else 'FAILED: ' + '; '.join(record.violations)}"
                  f" ({record.records_checked:,} records in {record.verify_s} s;"
-                 f" every open transaction ended within {record.stable_after_s} s)")
+                 f" every open transaction ended within {record.stable_after_s} s)"
+                 f"{deleted_note(record.source_deleted, record.output_deleted)}")
         return record
 
     def _finish(self) -> None:
@@ -218,7 +219,8 @@ class Soak:
         self.metrics.verified(len(self.report.violations), final.input_committed)
         self.say(f"final verify: {'ok' if final.ok else 'FAILED: ' + '; '.join(final.violations)};"
                  f" {final.input_committed:,} committed input records, {final.output_committed:,} output,"
-                 f" {final.input_aborted:,} aborted input hidden")
+                 f" {final.input_aborted:,} aborted input hidden"
+                 f"{deleted_note(final.source_deleted, final.output_deleted)}")
 
     # ------------------------------------------------------------------ supervision
 

@@ -31,17 +31,23 @@ def aborted_ids(transactions) -> Counter:
                    for seq in range(first, first + n))
 
 
-def commit_keys(bootstrap: str, topic: str, keys, partition: int = 0, value: bytes = b"value") -> None:
-    """Commit one transaction of records with these keys, in order, to one partition; return once
-    its commit markers are written (only then does read_committed see the records)."""
+def commit_records(bootstrap: str, transactional_id: str, records: list[tuple]) -> None:
+    """Commit (topic, key, value, headers[, partition]) records in one transaction; return once read_committed sees
+    them (its commit markers are written). The partition is 0 where none is given."""
     from confluent_kafka import Producer
 
     from streaming.verify import wait_until_stable
 
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}.keys"})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
     producer.init_transactions(30)
     producer.begin_transaction()
-    for key in keys:
-        producer.produce(topic, value, str(key).encode(), partition=partition)
+    for topic, key, value, headers, *partition in records:
+        producer.produce(topic, value, key, partition=partition[0] if partition else 0, headers=headers)
     producer.commit_transaction(30)
-    assert wait_until_stable(bootstrap, [topic], timeout_s=30) == []
+    assert wait_until_stable(bootstrap, sorted({topic for topic, *_ in records}), timeout_s=30) == []
+
+
+def commit_keys(bootstrap: str, topic: str, keys, partition: int = 0, value: bytes = b"value") -> None:
+    """Commit one transaction of records with these keys, in order, to one partition; return once
+    its commit markers are written (only then does read_committed see the records)."""
+    commit_records(bootstrap, f"{topic}.keys", [(topic, str(key).encode(), value, [], partition) for key in keys])

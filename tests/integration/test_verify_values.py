@@ -3,27 +3,15 @@ record dead-lettered, each caught apart."""
 
 from __future__ import annotations
 
-from confluent_kafka import Producer
-
 from conf.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_header
 from conf.stream_settings import StreamSettings
 from eosbench.local.kafka_admin import create_topic
 from streaming import job
 from streaming.topic_index import TOMBSTONE_DIGEST, read_index
-from streaming.verify import verify, wait_until_stable
+from streaming.verify import verify
+from tests.integration.produce_helpers import commit_records as commit
 
 ORDINARY = 1_000
-
-
-def commit(bootstrap: str, transactional_id: str, records: list[tuple[str, bytes | None, bytes | None, list]]) -> None:
-    """Commit (topic, key, value, headers) records in one transaction; return once read_committed sees them."""
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for topic, key, value, headers in records:
-        producer.produce(topic, value, key, partition=0, headers=headers)
-    producer.commit_transaction(30)
-    assert wait_until_stable(bootstrap, sorted({topic for topic, *_ in records}), timeout_s=30) == []
 
 
 def test_any_key_and_a_tombstone_stream_through_and_a_wrong_value_or_a_good_dead_letter_fails(bootstrap, spark,

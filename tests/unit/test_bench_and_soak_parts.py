@@ -98,7 +98,7 @@ def _index(seq, partition, offset, ends) -> TopicIndex:
     return TopicIndex(as_array(seq), as_array(partition), as_array(offset), *(as_array([]),) * 4, ends)
 
 
-def test_incremental_indexes_read_from_after_the_last_record_held_and_append(monkeypatch):
+def test_incremental_indexes_read_from_the_end_they_read_to_and_append(monkeypatch):
     reads = iter([_index([1, 2, 3], [0, 1, 0], [0, 0, 4], {0: 6, 1: 2}),  # partition 0 ends on a commit marker
                   _index([4, 5], [1, 2], [3, 0], {0: 6, 1: 5, 2: 2}),
                   _index([], [], [], {0: 6, 1: 5, 2: 2})])
@@ -111,7 +111,7 @@ def test_incremental_indexes_read_from_after_the_last_record_held_and_append(mon
     indexes = IncrementalIndexes()
     for _ in range(3):
         held = indexes.read("b", "t", "read_committed", with_src=False)
-    assert starts == [None, {0: 5, 1: 1}, {0: 5, 1: 4, 2: 1}]
+    assert starts == [None, {0: 6, 1: 2}, {0: 6, 1: 5, 2: 2}], "past the last record held, and its commit marker"
     assert held.seq.tolist() == [1, 2, 3, 4, 5] and held.offset.tolist() == [0, 0, 4, 3, 0]
     assert held.end_offsets == {0: 6, 1: 5, 2: 2}
     with pytest.raises(ValueError, match="only a live verify reads incrementally"):
@@ -145,6 +145,18 @@ def test_soak_report_counts_survivals_and_recovery_by_kind(tmp_path):
     report.stopped = "only 1,900 MB left on the disk of /tmp: the soak stops before its brokers, HDFS and Spark run out of space"
     assert report_markdown(report).splitlines()[:3] == [
         "# Soak abc: STOPPED", "", f"- stopped early, before the drain and the final verify: {report.stopped}"]
+
+
+def test_soak_report_shows_what_retention_deleted_beside_each_verdict():
+    report = _report()
+    report.final.update(source_deleted=3, output_deleted=1_200, transactions_output_deleted=4)
+    report.faults[1].source_deleted, report.faults[1].output_deleted = 0, 250
+    markdown = report_markdown(report)
+    assert ("- deleted by retention or compaction (no violation): 3 deliveries whose input record is gone"
+            " (source_deleted; still checked for duplicates), 1,200 committed input records whose delivery is gone"
+            " (output_deleted), 4 transactions cut short by it (transactions_output_deleted)") in markdown
+    rounds = markdown.split("## Rounds")[1]
+    assert "| 200 | ok (source_deleted 0, output_deleted 250) |" in rounds and "| 100 | ok |" in rounds
 
 
 def test_soak_report_says_why_each_unplanned_restart_was_needed(tmp_path):
@@ -302,7 +314,7 @@ def test_a_rounds_verify_that_cannot_read_the_cluster_is_tried_again_then_judged
     answers = [KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION,
                                          "Failed to get watermark offsets: Broker: Not leader for partition")),
                TimeoutError("soak-in: no end of partition within 60.0 s"),
-               verify.VerifyReport("in", "out", input_committed=500)]
+               verify.VerifyReport("in", "out", input_committed=500, source_deleted=2, output_deleted=7)]
 
     def verify_live(*_args):
         answer = answers.pop(0)
@@ -321,6 +333,7 @@ def test_a_rounds_verify_that_cannot_read_the_cluster_is_tried_again_then_judged
                     " partition); trying again",
                     "verify could not read the cluster (soak-in: no end of partition within 60.0 s); trying again"]
     assert record.records_checked == 500 and record.violations == []
+    assert (record.source_deleted, record.output_deleted) == (2, 7), "what retention deleted, for the report"
 
     monkeypatch.setattr(live_verify, "VERIFY_RETRY_S", 0.0)  # a cluster that stays unreadable ends the soak
     answers[:] = [KafkaException(KafkaError(KafkaError._TRANSPORT))]

@@ -3,8 +3,9 @@
 Each scenario writes input (committed records, aborted ones, markers; poison records and
 tombstones; partitions whose log start is past 0), lets the stable offsets and the group's
 offsets move up, and delivers output with duplicates, losses, aborted reads, records without a
-source or naming another topic, records whose source was deleted, wrong values, good records
-dead-lettered and poison ones output, reorderings, torn and split transactions. After each
+source or naming another topic, records whose source was deleted (some twice), wrong values,
+good records dead-lettered and poison ones output, reorderings, torn and split transactions,
+and output partitions whose log start moved past records no read saw. After each
 round `LiveLedger.add` gets only the new records, and `judge_records` gets everything held, as
 `verify(live=True)` reads it; every count must be equal.
 """
@@ -16,11 +17,11 @@ import pytest
 
 from streaming.live_ledger import LiveLedger
 from streaming.topic_index import FOREIGN_SOURCE, POISON_DIGEST, TOMBSTONE_DIGEST, TopicIndex
-from streaming.verify import VerifyReport, judge_records
+from streaming.verify_checks import VerifyReport, judge_records
 
 COUNTS = ("input_committed", "output_committed", "dead_lettered", "duplicates", "lost", "unexpected", "aborted_reads",
           "key_surplus", "key_deficit", "reordered", "transactions_checked", "torn", "wrong_value",
-          "wrongly_dead_lettered", "source_deleted")
+          "wrongly_dead_lettered", "source_deleted", "output_deleted", "transactions_output_deleted")
 INPUTS, OUTPUTS = 3, 2
 LOG_START = (0, 7, 25)  # per input partition: retention deleted what lay below
 
@@ -50,6 +51,8 @@ class Pipeline:
         self.output_offset = {"out": [0] * OUTPUTS, "dead": [0] * OUTPUTS}
         self.seq = 0
         self.token = 0
+        self.deleted_twice = 0
+        self.rounds = 0
 
     def write_input(self) -> None:
         for p in range(INPUTS):
@@ -82,8 +85,14 @@ class Pipeline:
         return index(rows, self.input_end, log_start=self.log_start)
 
     def deliver(self) -> tuple[TopicIndex, TopicIndex]:
-        """Deliver the committed input up to a point, with faults, in transactions of a few records."""
+        """Deliver the committed input up to a point, with faults, in transactions of a few records.
+
+        Now and then, in the first rounds, retention deletes some of a partition's new records
+        before they are read (later rounds then have losses and torn transactions above the horizon).
+        """
+        self.rounds += 1
         rows = {"out": [], "dead": []}
+        read_to = {topic: list(offsets) for topic, offsets in self.output_offset.items()}
         names: dict[str, dict[int, str]] = {"out": {}, "dead": {}}
         for p in range(INPUTS):
             upto = int(self.rng.integers(self.delivered_to[p], self.read_to[p] + 1))
@@ -103,6 +112,9 @@ class Pipeline:
             if self.log_start[p] and self.rng.random() < 0.2:
                 deleted = int(self.rng.integers(0, self.log_start[p]))
                 records.append(("out", 30_000 + self.seq, p, deleted, 5))  # its source was deleted
+                if self.rng.random() < 0.5:
+                    records.append(("dead", 30_000 + self.seq, p, deleted, 0))  # and it was delivered twice
+                    self.deleted_twice += 1
             if self.rng.random() < 0.1:
                 records.append(("out", 20_000 + self.seq, -1, -1, 5))  # no eos.src
             if self.rng.random() < 0.1:
@@ -128,7 +140,15 @@ class Pipeline:
                     for out_p in range(OUTPUTS):
                         self.output_offset[topic][out_p] += 1  # the transaction's marker
         ends = {topic: dict(enumerate(self.output_offset[topic])) for topic in rows}
-        return (index(rows["out"], ends["out"], names["out"]), index(rows["dead"], ends["dead"], names["dead"]))
+        read = {topic: index(rows[topic], ends[topic], names[topic]) for topic in rows}
+        for topic, new in read.items():
+            for out_p in range(OUTPUTS):
+                if self.rounds <= 8 and self.output_offset[topic][out_p] > read_to[topic][out_p] + 1 \
+                        and self.rng.random() < 0.2:
+                    start = int(self.rng.integers(read_to[topic][out_p] + 1, self.output_offset[topic][out_p] + 1))
+                    read[topic] = new = new.kept((new.partition != out_p) | (new.offset >= start))
+                    new.trimmed[out_p] = new.log_start[out_p] = start
+        return read["out"], read["dead"]
 
     def routed(self, seq: int, partition: int, offset: int, digest: int) -> tuple:
         """(topic, seq, source partition, source offset, digest) of one delivery: poison to the dead letters, now and
@@ -162,8 +182,10 @@ def test_the_ledger_counts_what_the_whole_held_arithmetic_counts_after_every_rou
         assert {name: getattr(running, name) for name in COUNTS} == {name: getattr(whole, name) for name in COUNTS}
     faults = {name: getattr(running, name) for name in ("duplicates", "lost", "aborted_reads", "reordered", "torn",
                                                         "unexpected", "wrong_value", "wrongly_dead_lettered",
-                                                        "source_deleted")}
+                                                        "source_deleted", "output_deleted",
+                                                        "transactions_output_deleted")}
     assert all(faults.values()), f"seed {seed} left a fault kind out: {faults}"  # the scenario exercises every check
+    assert pipeline.deleted_twice, f"seed {seed} never delivered a deleted source twice"
 
 
 def test_samples_name_records_that_broke_a_check():
@@ -197,7 +219,8 @@ def test_a_read_ahead_and_the_rounds_read_give_what_one_read_gives(monkeypatch):
     ledger.read_ahead("b", [("in", False)])
     ledger.read_ahead("b", [("in", False)])  # fails: nothing kept, and the next read starts where the first ended
     [round_read] = ledger.read_round("b", [("in", False)])
-    assert starts == [({}, 10.0), ({0: 1, 1: 1}, 10.0), ({0: 1, 1: 1}, 60.0)]
+    # The first read reached partition 1's end, 2, past its last record (a marker at offset 1).
+    assert starts == [({}, 10.0), ({0: 1, 1: 2}, 10.0), ({0: 1, 1: 2}, 60.0)]
     assert round_read.seq.tolist() == [1, 2, 3] and round_read.offset.tolist() == [0, 0, 1]
     assert round_read.end_offsets == {0: 3, 1: 2}, "the latest read's end offsets"
 
@@ -238,3 +261,46 @@ def test_the_ledger_holds_offsets_from_the_log_start_not_from_zero():
     assert (report.input_committed, report.output_committed, report.lost, report.duplicates) == (100, 100, 0, 0)
     held = [array for kept in vars(ledger).values() if hasattr(kept, "arrays") for array in kept.arrays.values()]
     assert len(held) == 4 and sum(array.nbytes for array in held) < 64 * 1024
+
+
+def test_a_second_delivery_of_a_source_deleted_meanwhile_is_a_duplicate_as_judge_records_counts_it():
+    ledger = LiveLedger()
+    committed = index([(seq, 0, seq, -1, -1, -1, 0) for seq in range(5)], {0: 5}, log_start={0: 0})
+    ledger.add(committed, index([(seq, 0, seq, 0, seq, -1, 0) for seq in range(5)], {0: 5}), None, {0: 5}, {0: 5})
+    # Retention moves the input's log start to 3; offset 0 is delivered twice more and offset 1 once, in order,
+    # to another output partition.
+    trimmed = index([], {0: 5}, log_start={0: 3})
+    again = index([(0, 1, 0, 0, 0, -1, 0), (0, 1, 1, 0, 0, -1, 0), (1, 1, 2, 0, 1, -1, 0)], {0: 5, 1: 3})
+    report = ledger.add(trimmed, again, None, {0: 5}, {0: 5})
+    whole = VerifyReport("in", "out")
+    judge_records(whole, TopicIndex.concatenated(committed, trimmed),
+                  TopicIndex.concatenated(index([(seq, 0, seq, 0, seq, -1, 0) for seq in range(5)], {0: 5}), again),
+                  None, {0: 5}, {0: 5})
+    assert report.duplicates == whole.duplicates == 3
+    assert report.source_deleted == 3, "counted as they arrive: the deliveries judged before the log start moved stand"
+    assert report.samples["duplicates"] == [0, 1]
+
+
+def test_a_loss_and_a_short_transaction_become_output_deleted_once_a_later_round_finds_the_trim_that_explains_them():
+    ledger = LiveLedger()
+    in_1 = index([(s, 0, s, -1, -1, -1, 0) for s in range(10)], {0: 10}, log_start={0: 0})
+    # Sources 7 and 9 are not delivered yet; transaction 2 shows source 6 and lacks source 7.
+    out_1 = index([(s, 0, s, 0, s, -1, 0) for s in range(6)] + [(6, 1, 0, 0, 6, 2, 2), (8, 1, 1, 0, 8, -1, 0)],
+                  {0: 6, 1: 2}, {2: "txn-2"})
+    first = ledger.add(in_1, out_1, None, {0: 10}, {0: 10})
+    assert (first.lost, first.output_deleted, first.torn, first.transactions_output_deleted) == (2, 0, 1, 0)
+    # Before the next read, 7 and 9 were delivered to output partition 0 at offsets 6 and 7, and
+    # retention deleted them unread: the read starts at the log start, 8, and finds 10 and 11 there.
+    # 12 is committed and never delivered, above the horizon 10.
+    in_2 = index([(s, 0, s, -1, -1, -1, 0) for s in range(10, 13)], {0: 13}, log_start={0: 0})
+    out_2 = index([(10, 0, 8, 0, 10, -1, 0), (11, 0, 9, 0, 11, -1, 0)], {0: 10, 1: 2}, log_start={0: 8})
+    out_2.trimmed = {0: 8}
+    second = ledger.add(in_2, out_2, None, {0: 13}, {0: 13})
+    assert (second.lost, second.output_deleted, second.torn, second.transactions_output_deleted) == (1, 2, 0, 1)
+    assert second.samples["output_deleted"] == [7, 9] and second.samples["lost"] == [12]
+    assert second.samples["transactions_output_deleted"] == ["txn-2"] and second.key_deficit == 1
+    whole = VerifyReport("in", "out")
+    judge_records(whole, TopicIndex.concatenated(in_1, in_2), TopicIndex.concatenated(out_1, out_2), None,
+                  {0: 13}, {0: 13})
+    judged = [name for name in COUNTS if name not in ("input_committed", "output_committed", "dead_lettered")]
+    assert {name: getattr(second, name) for name in judged} == {name: getattr(whole, name) for name in judged}

@@ -1,4 +1,5 @@
-"""Reading a topic into integers, against a fake reader: any key, the topic eos.src names, values, the log start."""
+"""Reading a topic into integers, against a fake reader: any key, the topic eos.src names, values, the log start
+and records deleted unread."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pytest
 
 from streaming import topic_index
 from streaming.process import TRANSFORMS
-from streaming.topic_index import (FOREIGN_SOURCE, NULL_KEY, POISON_DIGEST, TOMBSTONE_DIGEST, expected_digest, key_id,
-                                   read_index, value_digest)
+from streaming.topic_index import (FOREIGN_SOURCE, NULL_KEY, POISON_DIGEST, TOMBSTONE_DIGEST, TopicIndex,
+                                   expected_digest, key_id, read_index, value_digest)
 
 
 class Record:
@@ -90,6 +91,18 @@ def test_any_key_is_read_and_only_a_plain_sequence_number_keeps_its_value(monkey
 def test_a_read_begins_at_the_log_start_and_records_it(monkeypatch):
     index, began = read(monkeypatch, [Record(offset, str(offset).encode()) for offset in range(5, 8)], low=5)
     assert began == [(0, 5)] and index.log_start == {0: 5} and index.offset.tolist() == [5, 6, 7]
+
+
+def test_a_read_that_finds_the_log_start_above_where_it_began_says_records_were_deleted_unread(monkeypatch):
+    records = [Record(offset, str(offset).encode()) for offset in range(5, 8)]
+    first, _ = read(monkeypatch, records, low=5)
+    assert first.trimmed == {0: 5}, "a first read begins at 0: offsets 0..4 were deleted before it"
+    assert read(monkeypatch, records, low=5, start_offsets={0: 5})[0].trimmed == {}, "nothing unread was deleted"
+    assert read(monkeypatch, records, low=5, start_offsets={0: 3})[0].trimmed == {0: 5}
+    assert read(monkeypatch, [Record(0, b"0")])[0].trimmed == {}
+    first.end_offsets = {0: 10}  # a marker and hidden records up to the end read to
+    assert first.read_to() == {0: 10}
+    assert TopicIndex.concatenated(first, read(monkeypatch, records, low=5, start_offsets={0: 5})[0]).trimmed == {0: 5}
 
 
 def test_eos_src_must_name_the_input_topic(monkeypatch):

@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 
 from conf.headers import read_txn_header, transaction_identity, txn_header, txn_pipeline
-from streaming.topic_index import FOREIGN_SOURCE, POISON_DIGEST, TOMBSTONE_DIGEST
-from streaming.verify import (TopicIndex, VerifyReport, _conclude, _judge, _members, committed_floors,
-                              group_offset_mismatches, judge_records, reordered_pairs, sources_by_key,
-                              torn_transactions)
+from streaming.topic_index import FOREIGN_SOURCE, POISON_DIGEST, TOMBSTONE_DIGEST, UNKNOWN_DIGEST
+from streaming.verify_checks import (TopicIndex, VerifyReport, _conclude, _judge, _members, committed_floors,
+                                     group_offset_mismatches, judge_records, reordered_pairs, sources_by_key,
+                                     torn_transactions)
 
-A, B, C = "0:3:00000000000000a", "1:3:00000000000000b", "*:4:00000000000000c"
+A, B, C, E = "0:3:00000000000000a", "1:3:00000000000000b", "*:4:00000000000000c", "0:2:00000000000000e"
 
 
-def output(rows: list[tuple], names: tuple[str, ...] = (A, B, C)) -> TopicIndex:
+def output(rows: list[tuple], names: tuple[str, ...] = (A, B, C, E)) -> TopicIndex:
     """An output topic's index from (seq, partition, offset, src partition, src offset, eos.txn or None, size)."""
     columns = list(zip(*rows)) if rows else [()] * 7
     tokens = [token(name) if name else -1 for name in columns[5]]
@@ -32,22 +32,22 @@ def test_a_transaction_with_fewer_records_than_declared_is_torn_and_named():
     index = output([(1, 0, 0, 0, 0, A, 2), (2, 1, 0, 0, 1, A, 2),  # whole: 2 of 2, over two output partitions
                     (3, 0, 1, 1, 0, B, 3), (4, 0, 2, 1, 1, B, 3),  # torn: 2 of 3
                     (5, 1, 1, 2, 0, None, 0)])  # no eos.txn (the at-least-once sink): not judged
-    assert torn_transactions(index, np.ones(5, dtype=bool)) == (2, [B])
+    assert torn_transactions(index, np.ones(5, dtype=bool)) == (2, [B], [])
 
 
 def test_a_transaction_is_judged_once_any_of_its_records_is_settled():
     index = output([(1, 0, 0, 0, 0, A, 2), (3, 0, 1, 1, 0, B, 3), (4, 0, 2, 1, 1, B, 3)])
-    assert torn_transactions(index, np.array([False, False, False])) == (0, [])
-    assert torn_transactions(index, np.array([False, False, True])) == (1, [B])
+    assert torn_transactions(index, np.array([False, False, False])) == (0, [], [])
+    assert torn_transactions(index, np.array([False, False, True])) == (1, [B], [])
 
 
 def test_an_extra_copy_of_a_record_is_a_duplicate_not_a_torn_transaction():
     index = output([(1, 0, 0, 0, 0, A, 1), (1, 0, 1, 0, 0, A, 1)])
-    assert torn_transactions(index, np.ones(2, dtype=bool)) == (1, [])
+    assert torn_transactions(index, np.ones(2, dtype=bool)) == (1, [], [])
 
 
 def test_an_empty_topic_has_nothing_to_judge():
-    assert torn_transactions(output([]), np.zeros(0, dtype=bool)) == (0, [])
+    assert torn_transactions(output([]), np.zeros(0, dtype=bool)) == (0, [], [])
     assert reordered_pairs(output([])).tolist() == []
 
 
@@ -138,6 +138,14 @@ def test_members_answers_as_np_isin_does(seed):
     assert np.array_equal(_members(values[:0], pool), np.zeros(0, dtype=bool))
 
 
+def input_partition(inputs: list[tuple], log_start: int = 0) -> TopicIndex:
+    """Input partition 0, read read_committed, from (seq, offset, expected digest) rows."""
+    seq, offset, digest = (np.asarray(c, dtype=np.int64) for c in (zip(*inputs) if inputs else [(), (), ()]))
+    empty = np.zeros(0, dtype=np.int64)
+    return TopicIndex(seq, np.zeros(seq.size, dtype=np.int64), offset, empty, empty, empty, empty,
+                      {0: int(offset.max(initial=-1)) + 1}, digest=digest, log_start={0: log_start})
+
+
 def judged(inputs: list[tuple], out: list[tuple], dead: list[tuple] = (), log_start: int = 0,
            compacted_held: list[int] | None = None) -> VerifyReport:
     """judge_records, as the final verify runs it, over input partition 0 and one-partition outputs.
@@ -147,10 +155,8 @@ def judged(inputs: list[tuple], out: list[tuple], dead: list[tuple] = (), log_st
     these offsets still hold a record (read_uncommitted).
     """
     as_array = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
-    seq, offset, digest = (as_array(c) for c in (zip(*inputs) if inputs else [(), (), ()]))
     empty = as_array([])
-    committed = TopicIndex(seq, np.zeros(seq.size, dtype=np.int64), offset, empty, empty, empty, empty,
-                           {0: int(offset.max(initial=-1)) + 1}, digest=digest, log_start={0: log_start})
+    committed = input_partition(inputs, log_start)
 
     def delivered(rows) -> TopicIndex:
         seq, src, digest = (as_array(c) for c in (zip(*rows) if rows else [(), (), ()]))
@@ -212,3 +218,94 @@ def test_deliveries_whose_source_compaction_removed_are_reported_apart_only_for_
     assert strict.aborted_reads == 2 and not strict.ok
     beyond = judged(inputs, out=[*out, (9, 4, 14)], compacted_held=[0, 3])
     assert beyond.source_deleted == 2 and beyond.unexpected == 1, "past the input's end is unexpected, compacted or not"
+
+
+def test_two_deliveries_of_one_source_are_a_duplicate_though_retention_or_compaction_deleted_it():
+    # The input's log start is 3: offset 1 was deleted, and an output record and a dead letter both name it.
+    report = judged([(3, 3, 13)], out=[(1, 1, 11), (2, 2, 12), (3, 3, 13)], dead=[(1, 1, 0)], log_start=3)
+    assert report.duplicates == 1 and report.samples["duplicates"] == [1]
+    assert report.source_deleted == 3, "still a count of the deliveries whose source is gone"
+    assert report.aborted_reads == report.key_surplus == report.wrongly_dead_lettered == report.lost == 0
+    assert report.violations == ["duplicates: 1"]
+    compacted = judged([(0, 0, 10), (3, 3, 13)], out=[(0, 0, 10), (2, 2, 12), (2, 2, 12), (3, 3, 13)],
+                       compacted_held=[0, 3])  # offset 2 was committed, delivered twice, then compacted away
+    assert (compacted.duplicates, compacted.source_deleted, compacted.aborted_reads) == (1, 2, 0)
+    assert compacted.violations == ["duplicates: 1"]
+
+
+def trimmed(index: TopicIndex, log_start: dict[int, int]) -> TopicIndex:
+    """The index as a read finds a topic whose partitions retention trimmed to these log starts."""
+    index.log_start, index.trimmed = dict(log_start), dict(log_start)
+    return index
+
+
+def judged_outputs(inputs: list[tuple], out: TopicIndex, dead: TopicIndex | None = None,
+                   compacted_outputs: tuple[bool, bool] = (False, False)) -> VerifyReport:
+    """judge_records, as the final verify runs it, over input partition 0 and hand-made output indexes."""
+    report = VerifyReport("in", "out")
+    judge_records(report, input_partition(inputs), out, dead, None, None, compacted_outputs=compacted_outputs)
+    return _conclude(report)
+
+
+def test_inputs_whose_delivery_retention_deleted_from_the_output_are_output_deleted_but_one_above_the_horizon_lost():
+    # Input 0..9 went to output partitions 0 and 1; partition 0 was trimmed to offset 4, deleting the
+    # deliveries of 0..3. Its lowest survivor names 5, the horizon: 6, missing above it, is lost.
+    out = trimmed(output([(5, 0, 4, 0, 5, None, 0), (7, 0, 5, 0, 7, None, 0), (9, 0, 6, 0, 9, None, 0),
+                          (4, 1, 0, 0, 4, None, 0), (8, 1, 1, 0, 8, None, 0)]), {0: 4})
+    report = judged_outputs([(o, o, 100 + o) for o in range(10)], out)
+    assert (report.output_deleted, report.lost) == (4, 1)
+    assert report.samples["output_deleted"] == [0, 1, 2, 3] and report.samples["lost"] == [6]
+    assert report.violations == ["lost: 1", "key_deficit: 1"], "the key view counts the lost record only"
+    untrimmed = output([(5, 0, 4, 0, 5, None, 0), (7, 0, 5, 0, 7, None, 0), (9, 0, 6, 0, 9, None, 0),
+                        (4, 1, 0, 0, 4, None, 0), (8, 1, 1, 0, 8, None, 0)])
+    assert judged_outputs([(o, o, 100 + o) for o in range(10)], untrimmed).lost == 5, "no trim, no horizon"
+
+
+def test_a_transaction_the_trim_cut_is_not_torn_and_one_short_above_the_horizon_is():
+    # Output partition 0 was trimmed to offset 4: A's two records (sources 0, 1), E's record of source 2
+    # and B's of source 4 are gone. E's other record (source 3) is in partition 1, below the horizon 5;
+    # B keeps one record in the trimmed partition. C lacks source 9, above the horizon: torn.
+    out = trimmed(output([(3, 1, 0, 0, 3, E, 2), (5, 0, 4, 0, 5, B, 3), (6, 1, 1, 0, 6, B, 3),
+                          (7, 1, 2, 0, 7, C, 3), (8, 1, 3, 0, 8, C, 3)]), {0: 4})
+    report = judged_outputs([(o, o, 100 + o) for o in range(10)], out)
+    assert (report.torn, report.transactions_output_deleted, report.transactions_checked) == (1, 2, 3)
+    assert report.samples["torn"] == [C] and report.samples["transactions_output_deleted"] == sorted([B, E])
+    assert (report.output_deleted, report.lost) == (4, 1)
+    assert report.violations == ["lost: 1", "key_deficit: 1", "torn: 1"]
+
+
+def test_the_dead_letters_horizon_explains_only_records_that_belong_in_the_dead_letters():
+    # 2 and 5 are poison; the dead letters were trimmed to offset 1, deleting 2's, so their horizon is 5.
+    # 3's digest is unknown, so either horizon serves; 4 belongs in the output, which was not trimmed.
+    inputs = [(0, 0, 100), (1, 1, 101), (2, 2, POISON_DIGEST), (3, 3, UNKNOWN_DIGEST), (4, 4, 104),
+              (5, 5, POISON_DIGEST), (6, 6, 106)]
+    out = output([(0, 0, 0, 0, 0, None, 0), (1, 0, 1, 0, 1, None, 0), (6, 0, 2, 0, 6, None, 0)])
+    dead = trimmed(output([(5, 0, 1, 0, 5, None, 0)]), {0: 1})
+    report = judged_outputs(inputs, out, dead)
+    assert (report.output_deleted, report.lost) == (2, 1)
+    assert report.samples["output_deleted"] == [2, 3] and report.samples["lost"] == [4]
+
+
+def test_on_a_compacted_output_a_delivery_displaced_by_a_later_one_of_its_key_or_a_tombstone_is_output_deleted():
+    # Keys 10 and 11 were delivered again later, 12 is a tombstone, 13 is nowhere, and key 14's
+    # delivery that is held came from an earlier source than the missing one: it cannot have displaced it.
+    inputs = [(10, 0, 100), (11, 1, 101), (10, 2, 102), (12, 3, TOMBSTONE_DIGEST), (13, 4, 104), (11, 5, 105),
+              (14, 6, 106), (14, 7, 107)]
+    out = output([(10, 0, 2, 0, 2, A, 3), (11, 0, 5, 0, 5, A, 3), (14, 0, 6, 0, 6, B, 2)])
+    report = judged_outputs(inputs, out, compacted_outputs=(True, False))
+    assert (report.output_deleted, report.lost) == (3, 2)
+    assert report.samples["output_deleted"] == [10, 11, 12] and report.samples["lost"] == [13, 14]
+    assert report.transactions_checked == report.torn == 0, "compaction leaves no transaction whole to judge"
+    assert report.violations == ["lost: 2", "key_deficit: 2"]
+    strict = judged_outputs(inputs, out)
+    assert (strict.output_deleted, strict.lost, strict.torn) == (0, 5, 2)
+
+
+def test_a_short_transaction_whose_records_in_the_trimmed_partition_all_lie_above_its_lowest_survivor_is_torn():
+    # Partition 0 was trimmed to offset 2: deliveries of 0..2 are gone. A holds the lowest survivor
+    # (source 3) and is whole; B's record there (source 5) follows A's, so the trim took nothing of B,
+    # and B lacks source 6, which no trim explains.
+    out = trimmed(output([(3, 0, 2, 0, 3, A, 2), (4, 1, 0, 0, 4, A, 2), (5, 0, 3, 0, 5, B, 2)]), {0: 2})
+    report = judged_outputs([(o, o, 100 + o) for o in range(7)], out)
+    assert (report.torn, report.transactions_output_deleted, report.output_deleted, report.lost) == (1, 0, 3, 1)
+    assert report.samples["torn"] == [B] and report.samples["lost"] == [6]

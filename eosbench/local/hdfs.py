@@ -16,7 +16,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 
-from conf.settings import HDFS_DAEMONS, HdfsSettings, hdfs_log4j_config
+from conf.local_servers import HDFS_DAEMONS, HdfsSettings, hdfs_log4j_config
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
 from eosbench.local.jars import resolve_bundle

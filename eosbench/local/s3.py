@@ -29,7 +29,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from conf.settings import S3Settings, SettingsError, load_properties, s3proxy_log_config
+from conf.local_servers import S3Settings, s3proxy_log_config
+from conf.settings import SettingsError, load_properties
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
 from eosbench.local.jars import resolve_bundle

@@ -18,7 +18,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from conf.settings import YARN_DAEMONS, YarnSettings, yarn_log4j_config
+from conf.local_servers import YARN_DAEMONS, YarnSettings, yarn_log4j_config
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
 from eosbench.local.jars import resolve_bundle

@@ -14,7 +14,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conf.settings import SettingsError, SparkClusterSettings
+from conf.local_servers import SparkClusterSettings
+from conf.settings import SettingsError
 from conf.workload_settings import load_workload
 from eosbench.bench import results
 from eosbench.console.errors import BadInput, EnvironmentProblem

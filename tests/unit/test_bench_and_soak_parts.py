@@ -25,8 +25,7 @@ from eosbench.soak.options import SoakOptions
 from eosbench.soak.report import FaultRecord, SoakReport, UnplannedExit, report_markdown, write_report
 from eosbench.local.spark_cluster import StandaloneCluster
 from streaming import topic_index, verify
-from streaming.job import StreamSummary, steady_input_rate
-from streaming.stats import BatchStats
+from streaming.stats import BatchStats, StreamSummary, steady_input_rate
 from streaming.topic_index import IncrementalIndexes, TopicIndex, _bounds
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "conf" / "workloads"

@@ -1,12 +1,16 @@
-"""Statistics that sink tasks return to the driver: counts, phase timings and a latency histogram.
+"""Statistics that sink tasks return to the driver (counts, phase timings, a latency histogram), and a run's totals.
 
 The histogram has fixed log-spaced buckets (5 % wide, HdrHistogram-style), so histograms from
-any number of tasks merge by adding their counts, and the driver never touches a record.
+any number of tasks merge by adding their counts, and the driver never touches a record. The
+driver folds each batch's BatchStats into the run's StreamSummary.
 """
 
 from __future__ import annotations
 
+import json
+import statistics
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -123,3 +127,105 @@ class BatchStats:
         self.register_round_trips += row["register_round_trips"]
         self.first_send_after_begin_s += row["first_send_after_begin_s"]
         self.latency_counts = self.latency_counts + np.asarray(row["latency_counts"], dtype=np.int64)
+
+
+# Batches a run's steady figures leave out: the first creates Spark's Kafka consumers and the
+# sink's producers, the second still meets some (a task landing on another Python worker).
+STARTUP_BATCHES = 2
+
+
+def median_ms(steps: list[dict[str, float]], scale: float = 1.0) -> dict[str, float]:
+    """The median of each step over a list of {step: duration} (times `scale`), a step missing from one counting 0."""
+    names = sorted({name for durations in steps for name in durations})
+    return {name: statistics.median(durations.get(name, 0.0) for durations in steps) * scale for name in names}
+
+
+def steady_input_rate(progress: list, skip: int = STARTUP_BATCHES) -> float | None:
+    """Input rows per second between the starts of the batches after the first `skip`.
+
+    The span from one batch's start to the next is what a trigger of any kind really costs (a
+    processing-time trigger waits out the interval, a slower batch delays the next), so this is
+    the rate a running query sustains, without its start-up and without its last batch, which a
+    stop may cut short. None when fewer than two batches follow the skipped ones.
+    """
+    from datetime import datetime
+
+    starts, rows, seen = [], [], set()
+    for report in progress:
+        if report.batchId in seen:  # an idle trigger repeats the last batch's id
+            continue
+        seen.add(report.batchId)
+        starts.append(datetime.fromisoformat(report.timestamp).timestamp())
+        rows.append(report.numInputRows)
+    starts, rows = starts[skip:], rows[skip:]
+    if len(starts) < 2 or starts[-1] <= starts[0]:
+        return None
+    return sum(rows[:-1]) / (starts[-1] - starts[0])
+
+
+@dataclass
+class StreamSummary:
+    """Totals over every batch of one run."""
+
+    batches: int = 0
+    input_rows: int = 0  # from the query's progress: what the source handed over, for every sink
+    records_in: int = 0
+    records_out: int = 0
+    records_dead_lettered: int = 0
+    records_skipped: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    retries: int = 0
+    seconds: float = 0.0
+    steady_input_rows_per_s: float | None = None  # from the query's progress, start-up excluded
+    latency_p50_ms: float = 0.0
+    latency_p99_ms: float = 0.0
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    register_round_trips: int = 0
+    first_send_after_begin_s: float = 0.0
+    slots_fenced: int = 0  # slot scope: slot ids the driver fenced (at start, and for each changed slot map)
+    # Median ms per batch, start-up excluded: Spark's trigger steps (durationMs) and the sink driver's own
+    # steps (BatchStats.driver_seconds), which is where a batch's time goes before and after the tasks.
+    trigger_ms: dict[str, float] = field(default_factory=dict)
+    driver_ms: dict[str, float] = field(default_factory=dict)
+    visibility: dict | None = None  # with --observe-visibility: streaming/visibility.py's VisibilitySummary
+    python: dict | None = None  # with --report-python: streaming/job.py's python_locations()
+    _latency: object = None
+    _driver_seconds: deque = field(default_factory=lambda: deque(maxlen=1000))  # the last batches': a soak runs for days
+
+    def add(self, batch: BatchStats) -> None:
+        """Fold one batch in."""
+        self.batches += 1
+        self.records_in += batch.records_in
+        self.records_out += batch.records_out
+        self.records_dead_lettered += batch.records_dead_lettered
+        self.records_skipped += batch.records_skipped
+        self.retries += batch.retries
+        self.register_round_trips += batch.register_round_trips
+        self.first_send_after_begin_s += batch.first_send_after_begin_s
+        self.slots_fenced += batch.slots_fenced
+        for outcome, count in batch.outcomes.items():
+            self.outcomes[outcome] = self.outcomes.get(outcome, 0) + count
+        for phase, seconds in batch.phase_seconds.items():
+            self.phase_seconds[phase] = self.phase_seconds.get(phase, 0.0) + seconds
+        self._latency = batch.latency_counts if self._latency is None else self._latency + batch.latency_counts
+        self._driver_seconds.append(batch.driver_seconds)
+        self.latency_p50_ms = histogram_percentile(self._latency, 0.5)
+        self.latency_p99_ms = histogram_percentile(self._latency, 0.99)
+
+    def settle(self, progress: list) -> None:
+        """Fill in the figures read at the end of the run: the steady rate and the median steps."""
+        self.input_rows = sum(report.numInputRows for report in progress)
+        self.steady_input_rows_per_s = steady_input_rate(progress)
+        steps: dict[int, dict] = {}
+        for report in progress:  # an idle trigger repeats the last batch's id: the batch's own report comes first
+            steps.setdefault(report.batchId, report.durationMs)
+        ordered = [steps[batch] for batch in sorted(steps)]
+        self.trigger_ms = median_ms(ordered[STARTUP_BATCHES:] or ordered)
+        driver = list(self._driver_seconds)
+        if self.batches == len(driver):  # the start-up batches are still held
+            driver = driver[STARTUP_BATCHES:] or driver
+        self.driver_ms = median_ms(driver, scale=1000)
+
+    def to_json(self) -> str:
+        """Serialise without the raw histogram."""
+        return json.dumps({k: v for k, v in self.__dict__.items() if not k.startswith("_")}, indent=2)

@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 
 from conf.client_config import Connection, connection
-from conf.settings import HdfsSettings, S3Settings
+from conf.local_servers import HdfsSettings, S3Settings
 from eosbench.bench.latency import feed_command, wait_for_quiet
 from eosbench.console.errors import EnvironmentProblem
 from eosbench.console.plots import bars_png

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from conf.client_config import Connection, connection
 from conf.produce_settings import ProduceSettings
-from conf.settings import JMX_EXPORTER_PORT_OFFSET
+from conf.local_servers import JMX_EXPORTER_PORT_OFFSET
 from eosbench.console.errors import BadInput, CheckFailed, EnvironmentProblem
 from eosbench.local.jars import kafka_tools_command, transactional_copier_command
 from eosbench.local.kafka_admin import cluster_metadata, create_topic

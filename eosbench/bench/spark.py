@@ -51,7 +51,7 @@ from eosbench.local.spark import cluster_spark_conf, spark_session
 from producers.perf import ProducerPerformance
 from streaming import job
 from streaming.session import consumer_cache_defaults
-from streaming.stats import histogram_percentile
+from streaming.stats import STARTUP_BATCHES, histogram_percentile
 from streaming.verify import stable_and_end_offsets
 
 TRIGGER = "1 second"
@@ -507,7 +507,7 @@ def _latency_run(bootstrap: str | Connection, settings_for, rate: float, seconds
     batches = []
     with fed_input(connection(bootstrap), live, rate, int(rate * (seconds + 15))):
         summary = job.run(spark, settings, on_batch=batches.append)
-    steady = [b.latency_counts for b in batches[job.STARTUP_BATCHES:]] or [b.latency_counts for b in batches]
+    steady = [b.latency_counts for b in batches[STARTUP_BATCHES:]] or [b.latency_counts for b in batches]
     counts = np.sum(steady, axis=0)
     return {"trigger": TRIGGER, "offered_records_per_sec": rate, "seconds": seconds, "partitions": partitions,
             "batches": len(batches), "records": int(counts.sum()), "p50_ms": histogram_percentile(counts, 0.5),

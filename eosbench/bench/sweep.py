@@ -26,7 +26,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from conf.client_config import Connection, connection
-from conf.settings import ClusterSettings, eosbench_home
+from conf.local_servers import ClusterSettings
+from conf.settings import eosbench_home
 from conf.stream_settings import StreamSettings
 from conf.workload_settings import BASELINE_OF, SPARK_SINKS, Workload
 from eosbench.bench import results

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conf.client_config import ClientConfig, Connection
-from conf.settings import ClusterSettings, NodePorts, broker_log4j_config, jmx_exporter_config
+from conf.local_servers import ClusterSettings, NodePorts, broker_log4j_config, jmx_exporter_config
 from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.jars import resolve_bundle

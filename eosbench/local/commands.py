@@ -9,8 +9,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from conf.settings import (DEFAULT_CLIENT_PORT, DEFAULT_NAMENODE_PORT, DEFAULT_RESOURCEMANAGER_PORT,
-                           DEFAULT_S3_PORT, ClusterSettings, HdfsSettings, S3Settings, YarnSettings, eosbench_home)
+from conf.local_servers import (DEFAULT_CLIENT_PORT, DEFAULT_NAMENODE_PORT, DEFAULT_RESOURCEMANAGER_PORT,
+                                DEFAULT_S3_PORT, ClusterSettings, HdfsSettings, S3Settings, YarnSettings)
+from conf.settings import eosbench_home
 from eosbench.console.arguments import OneLineArgumentParser, bootstrap_flag, kafka_connection, positive_int, state_dir_flag
 from eosbench.console.errors import EXIT_CHECK_FAILED, BadInput, EnvironmentProblem
 
@@ -211,7 +212,7 @@ def cmd_setup(_args: argparse.Namespace) -> int:
 
 def add_package_parser(commands) -> None:
     """`eosbench package`: the executors' Python environment and the spark-submit line that ships it."""
-    from conf.settings import SparkClusterSettings
+    from conf.local_servers import SparkClusterSettings
 
     package = commands.add_parser(
         "package", help="pack the executors' Python environment and print the spark-submit line that ships it",
@@ -284,7 +285,7 @@ def add_cluster_parser(commands) -> None:
 
 def cmd_cluster(args: argparse.Namespace) -> int:
     """Handle `eosbench cluster start|stop|status` (Spark standalone)."""
-    from conf.settings import SparkClusterSettings
+    from conf.local_servers import SparkClusterSettings
     from eosbench.local.spark_cluster import StandaloneCluster
 
     if args.action == "start":

@@ -10,33 +10,20 @@ storage live under `<state_dir>`; the shape (ports, heap) is kept in `<state_dir
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 
-from conf.settings import HDFS_DAEMONS, HdfsSettings, hdfs_log4j_config
-from eosbench.console.errors import BadInput, EnvironmentProblem
-from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
-from eosbench.local.jars import resolve_bundle
-from eosbench.local.hadoop_daemons import HadoopDaemons
+from conf.local_servers import HDFS_DAEMONS, HdfsSettings, hdfs_log4j_config
+from eosbench.console.errors import EnvironmentProblem
+from eosbench.local.daemons import HadoopDaemons
 
-READY_TIMEOUT_S = 120.0
 MAIN_CLASSES = {
     "namenode": "org.apache.hadoop.hdfs.server.namenode.NameNode",
     "datanode": "org.apache.hadoop.hdfs.server.datanode.DataNode",
 }
-
-
-@dataclass(frozen=True)
-class HdfsDaemonStatus:
-    """What is true of one daemon right now."""
-
-    name: str
-    pid: int | None
-    port: int
-    listening: bool
 
 
 @dataclass(frozen=True)
@@ -52,8 +39,10 @@ class NameNodeView:
 class LocalHdfs(HadoopDaemons):
     """Start, stop, inspect and break the local HDFS described by an HdfsSettings."""
 
-    NAME, SHAPE_FILE, SETTINGS = "HDFS", "hdfs.json", HdfsSettings
-    DAEMONS, MAIN_CLASSES, STOP_GRACE_S = HDFS_DAEMONS, MAIN_CLASSES, 20.0
+    NAME, SHAPE_FILE, SETTINGS, BUNDLE, LOG4J_PREFIX = "HDFS", "hdfs.json", HdfsSettings, "hdfs", "hdfs"
+    DAEMONS, MAIN_CLASSES, STOP_GRACE_S, READY_TIMEOUT_S = HDFS_DAEMONS, MAIN_CLASSES, 20.0, 120.0
+    SHAPE_IN_USE = ("an HDFS with NameNode port {port} and heap {heap_mb} MB is running from {state_dir};"
+                    " run `eosbench hdfs stop` first")
 
     @property
     def uri(self) -> str:
@@ -61,13 +50,6 @@ class LocalHdfs(HadoopDaemons):
         return self.settings.uri
 
     # ------------------------------------------------------------------ status
-
-    def status(self) -> list[HdfsDaemonStatus]:
-        """Every daemon, with its pid when running and whether its main port accepts connections."""
-        ports = self.settings.ports
-        main_port = {"namenode": ports.namenode, "datanode": ports.datanode}
-        return [HdfsDaemonStatus(daemon, self.pid(daemon), main_port[daemon],
-                                 port_accepts_connections(main_port[daemon])) for daemon in HDFS_DAEMONS]
 
     def namenode_view(self) -> NameNodeView | None:
         """The NameNode's own account of its DataNodes, safe mode and namespace; None while it does not answer."""
@@ -100,53 +82,23 @@ class LocalHdfs(HadoopDaemons):
 
     # ------------------------------------------------------------------ start
 
-    def start(self, fresh: bool = False) -> float:
-        """Start whichever daemon is not running (formatting on first start) and wait until writable; return seconds."""
-        started = time.monotonic()
-        if fresh:
-            self.stop()
-            shutil.rmtree(self.settings.state_dir, ignore_errors=True)
-        self._check_shape()
-        to_start = [daemon for daemon in HDFS_DAEMONS if self.pid(daemon) is None]
-        if to_start:
-            java = check_java()
-            check_ports_free([port for daemon in to_start for port in self.settings.ports.of_daemon(daemon).values()],
-                             "HDFS")
-            classpath = f"{self.settings.conf_dir}:{resolve_bundle('hdfs')[0].parent / '*'}"
-            self._write_config()
-            # The DataNode retries until the NameNode answers, so it starts first and its JVM
-            # warms up while the NameNode is formatted (a first start's longest step).
-            for daemon in reversed(to_start):
-                if daemon == "namenode" and not (self.settings.state_dir / "namenode" / "current" / "VERSION").exists():
-                    self._format(java, classpath)
-                self._launch(java, classpath, daemon)
-        self._wait_ready()
-        return time.monotonic() - started
+    def _launch_all(self, java: str, classpath: str, daemons: list[str]) -> None:
+        # The DataNode retries until the NameNode answers, so it starts first and its JVM
+        # warms up while the NameNode is formatted (a first start's longest step).
+        for daemon in reversed(daemons):
+            if daemon == "namenode" and not (self.settings.state_dir / "namenode" / "current" / "VERSION").exists():
+                self._format(java, classpath)
+            self._launch(java, classpath, daemon)
 
-    def _check_shape(self) -> None:
-        if not self._state_file.exists():
-            return
-        recorded = json.loads(self._state_file.read_text())
-        if recorded != self.settings.model_dump(mode="json", exclude={"state_dir"}) and any(map(self.pid, HDFS_DAEMONS)):
-            raise BadInput(f"an HDFS with NameNode port {recorded['port']} and heap {recorded['heap_mb']} MB is"
-                           f" running from {self.settings.state_dir}; run `eosbench hdfs stop` first")
-
-    def _write_config(self) -> None:
-        super()._write_config()
+    def _write_files(self) -> None:
+        super()._write_files()
         # The daemons' HTTP servers look their web apps up on the classpath, and Maven Central's
         # hadoop-hdfs jar ships none (the distribution's share/ folder does): empty ones serve /jmx.
         for webapp in ("hdfs", "datanode", "static"):
             (self.settings.conf_dir / "webapps" / webapp).mkdir(parents=True, exist_ok=True)
 
-    def _jvm_options(self, daemon: str, heap_mb: int | None = None) -> list[str]:
-        heap_mb = heap_mb or self.settings.heap_mb
-        return [f"-Xms{min(64, heap_mb)}m", f"-Xmx{heap_mb}m", "-XX:+UseSerialGC",
-                # C1 only: the daemons serve a few small files, and the JIT's second tier would
-                # spend start-up CPU that the two-core machine does not have.
-                "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
-                f"-Dlog4j.configuration=file:{hdfs_log4j_config()}",
-                f"-Dhdfs.log.dir={self.settings.state_dir / 'logs'}", f"-Dhdfs.log.file={daemon}.log",
-                f"-Dhadoop.log.dir={self.settings.state_dir / 'logs'}"]
+    def _log4j_config(self) -> Path:
+        return hdfs_log4j_config()
 
     def _format(self, java: str, classpath: str) -> None:
         """Format the NameNode's storage (a new cluster id; the DataNode takes it on first registering)."""
@@ -159,16 +111,9 @@ class LocalHdfs(HadoopDaemons):
             raise EnvironmentProblem(f"formatting the NameNode failed: {output.splitlines()[-1][:300] if output else 'no output'};"
                                      f" see {self.log_file('format')}")
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not self.ready():
-            for daemon in HDFS_DAEMONS:
-                if self.pid(daemon) is None:
-                    raise EnvironmentProblem(f"the HDFS {daemon} exited during start-up: {self.last_log_line(daemon)}")
-            if time.monotonic() > deadline:
-                raise EnvironmentProblem(f"HDFS is not writable after {READY_TIMEOUT_S:g} s"
-                                         f" (NameNode: {self.namenode_view()}); see {self.log_file('namenode')}")
-            time.sleep(0.2)
+    def _not_ready_problem(self) -> str:
+        return (f"HDFS is not writable after {self.READY_TIMEOUT_S:g} s (NameNode: {self.namenode_view()});"
+                f" see {self.log_file('namenode')}")
 
     # ------------------------------------------------------------------ faults and stop
 
@@ -182,7 +127,3 @@ class LocalHdfs(HadoopDaemons):
         time.sleep(pause_s)
         self.start()
         return pid
-
-    def stop(self) -> int:
-        """Stop both daemons (SIGTERM, then SIGKILL after a grace period); return how many were running."""
-        return self._stop_daemons()

@@ -17,26 +17,21 @@ import base64
 import email.utils
 import hashlib
 import hmac
-import json
 import os
 import secrets
 import shutil
-import signal
-import subprocess
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from conf.settings import S3Settings, SettingsError, load_properties, s3proxy_log_config
+from conf.local_servers import S3Settings, s3proxy_log_config
+from conf.settings import SettingsError, load_properties
 from eosbench.console.errors import BadInput, EnvironmentProblem
-from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
+from eosbench.local.daemons import LocalDaemons
 from eosbench.local.jars import resolve_bundle
-from eosbench.local.processes import read_pid_file, send_signal, wait_gone, write_pid_file
 
-STOP_GRACE_S = 15.0
-READY_TIMEOUT_S = 90.0
 MAIN_CLASS = "org.gaul.s3proxy.Main"
 CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 # Writes each log entry in place and aborts the upload on cancel, as Spark's documented manager for
@@ -73,40 +68,19 @@ def sign_v2(secret_key: str, method: str, resource: str, date: str) -> str:
     return base64.b64encode(hmac.new(secret_key.encode(), to_sign.encode(), hashlib.sha1).digest()).decode()
 
 
-class LocalS3:
+class LocalS3(LocalDaemons):
     """Start, stop, inspect and break the local S3 server described by an S3Settings."""
 
-    def __init__(self, settings: S3Settings | None = None):
-        self.settings = settings or S3Settings()
-
-    @classmethod
-    def from_state_dir(cls, state_dir: Path) -> LocalS3 | None:
-        """The server last started from this folder (its recorded shape), or None if none was."""
-        recorded = state_dir / "s3.json"
-        if not recorded.exists():
-            return None
-        return cls(S3Settings(**{**json.loads(recorded.read_text()), "state_dir": state_dir}))
-
-    @property
-    def _state_file(self) -> Path:
-        return self.settings.state_dir / "s3.json"
-
-    @property
-    def _pid_file(self) -> Path:
-        return self.settings.state_dir / "s3proxy.pid"
+    NAME, SHAPE_FILE, SETTINGS, BUNDLE = "S3", "s3.json", S3Settings, "s3proxy"
+    DAEMONS, MAIN_CLASSES, STOP_GRACE_S, READY_TIMEOUT_S = ("s3proxy",), {"s3proxy": MAIN_CLASS}, 15.0, 90.0
+    SHAPE_IN_USE = ("an S3 server on port {port} with bucket {bucket!r} is running from {state_dir};"
+                    " run `eosbench s3 stop` first")
+    EXITED, NOT_RUNNING = "S3Proxy exited during start-up: {last}", "the S3 server is not running"
+    LOG_SUFFIX = ".out"  # logback writes to the console only
 
     @property
     def _server_properties(self) -> Path:
         return self.settings.state_dir / "s3proxy.properties"
-
-    @property
-    def log_file(self) -> Path:
-        """The server's console output (logback's, and the JVM's)."""
-        return self.settings.state_dir / "logs" / "s3proxy.out"
-
-    def pid(self) -> int | None:
-        """The server's pid, if the process it names is the one this launched and alive."""
-        return read_pid_file(self._pid_file)
 
     def credentials(self) -> tuple[str, str]:
         """(access key, secret key) from the credentials file; EnvironmentProblem if it was never written."""
@@ -141,40 +115,29 @@ class LocalS3:
         """Whether a HEAD of the bucket, signed with the kept keys, returns 200 (the server is up and usable)."""
         return self._bucket_request("HEAD") == 200
 
+    def ready(self) -> bool:
+        """Whether clients can use it: its bucket answers."""
+        return self.bucket_answers()
+
     def status(self) -> S3Status:
         """The server's pid when running, whether its port accepts connections and whether its bucket answers."""
-        listening = port_accepts_connections(self.settings.port)
-        return S3Status(self.pid(), listening, listening and self.bucket_answers())
+        (server,) = super().status()
+        return S3Status(server.pid, server.listening, server.listening and self.bucket_answers())
+
+    def _ports(self, daemon: str) -> list[int]:
+        return [self.settings.port]
+
+    def _main_port(self, daemon: str) -> int:
+        return self.settings.port
+
+    def _not_ready_problem(self) -> str:
+        return (f"the S3 bucket {self.settings.bucket!r} does not answer after {self.READY_TIMEOUT_S:g} s;"
+                f" see {self.log_file()}")
 
     # ------------------------------------------------------------------ start
 
-    def start(self, fresh: bool = False) -> float:
-        """Start the server unless running (keys and bucket made on first start) and wait until the bucket answers; return seconds."""
-        started = time.monotonic()
-        if fresh:
-            self.stop()
-            shutil.rmtree(self.settings.state_dir, ignore_errors=True)
-        self._check_shape()
-        if self.pid() is None:
-            java = check_java()
-            check_ports_free([self.settings.port], "S3")
-            classpath = str(resolve_bundle("s3proxy")[0].parent / "*")
-            self._write_config()
-            self._launch(java, classpath)
-        self._wait_ready()
-        return time.monotonic() - started
-
-    def _check_shape(self) -> None:
-        if not self._state_file.exists():
-            return
-        recorded = json.loads(self._state_file.read_text())
-        if recorded != self.settings.model_dump(mode="json", exclude={"state_dir"}) and self.pid() is not None:
-            raise BadInput(f"an S3 server on port {recorded['port']} with bucket {recorded['bucket']!r} is running"
-                           f" from {self.settings.state_dir}; run `eosbench s3 stop` first")
-
-    def _write_config(self) -> None:
+    def _write_files(self) -> None:
         state = self.settings.state_dir
-        (state / "logs").mkdir(parents=True, exist_ok=True)
         self.settings.objects_dir.mkdir(exist_ok=True)  # jclouds' on-disk backend needs its folder
         os.chmod(state, 0o700)  # the data and both key files live here
         try:
@@ -186,52 +149,19 @@ class LocalS3:
         write_private(self.settings.credentials_file,
                       "# S3A's settings for the local S3 (eosbench s3); secret: readable by its owner only.\n"
                       + render_properties(self.settings.s3a_properties(access_key, secret_key)))
-        self._state_file.write_text(self.settings.model_dump_json(exclude={"state_dir"}, indent=2))
 
-    def _launch(self, java: str, classpath: str) -> None:
-        with open(self.log_file, "ab") as output:
-            process = subprocess.Popen(
-                [java, "-Xms64m", f"-Xmx{self.settings.heap_mb}m", "-XX:+UseSerialGC",
-                 # C1 only: a checkpoint is a few small objects a batch, not worth the second JIT tier's CPU.
-                 "-XX:TieredStopAtLevel=1", f"-Dlogback.configurationFile={s3proxy_log_config()}",
-                 "-cp", classpath, MAIN_CLASS, "--properties", str(self._server_properties)],
-                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                start_new_session=True,  # the server outlives the command that started it
-            )
-        write_pid_file(self._pid_file, process.pid)
+    def _logging_options(self, daemon: str) -> list[str]:
+        return [f"-Dlogback.configurationFile={s3proxy_log_config()}"]
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not self.bucket_answers():
-            # A new server holds no bucket: create it (409 says it is there already).
-            if self._bucket_request("HEAD") == 404:
-                self._bucket_request("PUT")
-            if self.pid() is None:
-                raise EnvironmentProblem(f"S3Proxy exited during start-up: {self.last_log_line()}")
-            if time.monotonic() > deadline:
-                raise EnvironmentProblem(f"the S3 bucket {self.settings.bucket!r} does not answer after"
-                                         f" {READY_TIMEOUT_S:g} s; see {self.log_file}")
-            time.sleep(0.2)
+    def _main_arguments(self, daemon: str) -> list[str]:
+        return ["--properties", str(self._server_properties)]
 
-    def last_log_line(self) -> str:
-        """The last line the server printed, for error messages."""
-        try:
-            lines = self.log_file.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return "no output"
-        return lines[-1][:300] if lines else "no output"
+    def _while_waiting(self) -> None:
+        # A new server holds no bucket: create it (409 says it is there already).
+        if self._bucket_request("HEAD") == 404:
+            self._bucket_request("PUT")
 
     # ------------------------------------------------------------------ faults and stop
-
-    def kill(self) -> int:
-        """SIGKILL the server (the soak's restart-s3 fault); return its pid."""
-        pid = self.pid()
-        if pid is None:
-            raise EnvironmentProblem("the S3 server is not running")
-        send_signal(pid, signal.SIGKILL)
-        wait_gone(pid)
-        self._pid_file.unlink(missing_ok=True)
-        return pid
 
     def restart(self, pause_s: float = 0.0, wipe: bool = False) -> int:
         """SIGKILL the server, wait `pause_s`, start it again and wait until its bucket answers; return the killed pid.
@@ -245,17 +175,6 @@ class LocalS3:
         time.sleep(pause_s)
         self.start()
         return pid
-
-    def stop(self) -> int:
-        """Stop the server (SIGTERM, then SIGKILL after a grace period); return 1 if it was running, else 0."""
-        pid = self.pid()
-        if pid is not None:
-            send_signal(pid, signal.SIGTERM)
-            wait_gone(pid, timeout_s=STOP_GRACE_S)
-            send_signal(pid, signal.SIGKILL)
-            wait_gone(pid)
-        self._pid_file.unlink(missing_ok=True)
-        return 0 if pid is None else 1
 
 
 def s3a_session_conf(config_file: Path) -> dict[str, str]:

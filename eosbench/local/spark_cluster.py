@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pyspark
 
-from conf.settings import SparkClusterSettings
+from conf.local_servers import SparkClusterSettings
 from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
 from eosbench.console.errors import EnvironmentProblem
 from eosbench.local.processes import command_line, descendants, read_pid_file, send_signal, wait_gone, write_pid_file

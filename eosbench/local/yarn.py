@@ -12,34 +12,20 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from conf.settings import YARN_DAEMONS, YarnSettings, yarn_log4j_config
+from conf.local_servers import YARN_DAEMONS, YarnSettings, yarn_log4j_config
 from eosbench.console.errors import BadInput, EnvironmentProblem
-from eosbench.local.environment import check_java, check_ports_free, port_accepts_connections
-from eosbench.local.jars import resolve_bundle
-from eosbench.local.hadoop_daemons import HadoopDaemons
+from eosbench.local.daemons import HadoopDaemons
 from eosbench.local.processes import kill_all
 
-READY_TIMEOUT_S = 120.0
 MAIN_CLASSES = {
     "resourcemanager": "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager",
     "nodemanager": "org.apache.hadoop.yarn.server.nodemanager.NodeManager",
 }
-
-
-@dataclass(frozen=True)
-class YarnDaemonStatus:
-    """What is true of one daemon right now."""
-
-    name: str
-    pid: int | None
-    port: int
-    listening: bool
 
 
 @dataclass(frozen=True)
@@ -204,10 +190,12 @@ def yarn_target(state_dir: Path | None = None, environ=os.environ) -> YarnTarget
 class LocalYarn(HadoopDaemons):
     """Start, stop, inspect and break the local YARN described by a YarnSettings."""
 
-    NAME, SHAPE_FILE, SETTINGS = "YARN", "yarn.json", YarnSettings
+    NAME, SHAPE_FILE, SETTINGS, BUNDLE, LOG4J_PREFIX = "YARN", "yarn.json", YarnSettings, "yarn", "yarn"
     # The NodeManager's orderly stop waits about 17 s for applications the RM has not yet released,
     # and neither daemon keeps state worth a wait (no recovery, an in-memory RM store): 5 s, then SIGKILL.
-    DAEMONS, MAIN_CLASSES, STOP_GRACE_S = YARN_DAEMONS, MAIN_CLASSES, 5.0
+    DAEMONS, MAIN_CLASSES, STOP_GRACE_S, READY_TIMEOUT_S = YARN_DAEMONS, MAIN_CLASSES, 5.0, 120.0
+    SHAPE_IN_USE = ("a YARN with ResourceManager port {port}, heap {heap_mb} MB and a {node_memory_mb} MB,"
+                    " {node_vcores}-vcore node is running from {state_dir}; run `eosbench yarn stop` first")
 
     @property
     def conf_dir(self) -> Path:
@@ -215,13 +203,6 @@ class LocalYarn(HadoopDaemons):
         return self.settings.conf_dir
 
     # ------------------------------------------------------------------ status
-
-    def status(self) -> list[YarnDaemonStatus]:
-        """Every daemon, with its pid when running and whether its main port accepts connections."""
-        ports = self.settings.ports
-        main_port = {"resourcemanager": ports.resourcemanager, "nodemanager": ports.nodemanager}
-        return [YarnDaemonStatus(daemon, self.pid(daemon), main_port[daemon],
-                                 port_accepts_connections(main_port[daemon])) for daemon in YARN_DAEMONS]
 
     def cluster_view(self) -> ClusterView | None:
         """The ResourceManager's account of its nodes, applications and free resources; None while it does not answer."""
@@ -258,44 +239,11 @@ class LocalYarn(HadoopDaemons):
 
     # ------------------------------------------------------------------ start
 
-    def start(self, fresh: bool = False) -> float:
-        """Start whichever daemon is not running and wait until the NodeManager is registered; return seconds."""
-        started = time.monotonic()
-        if fresh:
-            self.stop()
-            shutil.rmtree(self.settings.state_dir, ignore_errors=True)
-        self._check_shape()
-        to_start = [daemon for daemon in YARN_DAEMONS if self.pid(daemon) is None]
-        if to_start:
-            java = check_java()
-            check_ports_free([port for daemon in to_start for port in self.settings.ports.of_daemon(daemon).values()],
-                             "YARN")
-            classpath = f"{self.settings.conf_dir}:{resolve_bundle('yarn')[0].parent / '*'}"
-            self._write_config()
-            # The NodeManager retries until the ResourceManager answers, so both JVMs warm up at once.
-            for daemon in to_start:
-                self._launch(java, classpath, daemon)
-        self._wait_ready()
-        return time.monotonic() - started
+    # Both daemons launch at once, in DAEMONS' order: the NodeManager retries until the ResourceManager
+    # answers, so both JVMs warm up together.
 
-    def _check_shape(self) -> None:
-        if not self._state_file.exists():
-            return
-        recorded = json.loads(self._state_file.read_text())
-        if recorded != self.settings.model_dump(mode="json", exclude={"state_dir"}) and any(map(self.pid, YARN_DAEMONS)):
-            raise BadInput(f"a YARN with ResourceManager port {recorded['port']}, heap {recorded['heap_mb']} MB and a"
-                           f" {recorded['node_memory_mb']} MB, {recorded['node_vcores']}-vcore node is running from"
-                           f" {self.settings.state_dir}; run `eosbench yarn stop` first")
-
-    def _jvm_options(self, daemon: str) -> list[str]:
-        heap_mb = self.settings.heap_mb
-        return [f"-Xms{min(64, heap_mb)}m", f"-Xmx{heap_mb}m", "-XX:+UseSerialGC",
-                # C1 only: the daemons mostly wait on heartbeats, and the JIT's second tier would
-                # spend start-up CPU that the two-core machine does not have.
-                "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
-                f"-Dlog4j.configuration=file:{yarn_log4j_config()}",
-                f"-Dyarn.log.dir={self.settings.state_dir / 'logs'}", f"-Dyarn.log.file={daemon}.log",
-                f"-Dhadoop.log.dir={self.settings.state_dir / 'logs'}"]
+    def _log4j_config(self) -> Path:
+        return yarn_log4j_config()
 
     def _daemon_environment(self, java: str) -> dict[str, str]:
         # Containers get JAVA_HOME and HADOOP_CONF_DIR from the NodeManager's own environment
@@ -303,16 +251,9 @@ class LocalYarn(HadoopDaemons):
         java_home = Path(os.path.realpath(java)).parent.parent
         return {**os.environ, "JAVA_HOME": str(java_home), "HADOOP_CONF_DIR": str(self.settings.conf_dir)}
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not self.ready():
-            for daemon in YARN_DAEMONS:
-                if self.pid(daemon) is None:
-                    raise EnvironmentProblem(f"the YARN {daemon} exited during start-up: {self.last_log_line(daemon)}")
-            if time.monotonic() > deadline:
-                raise EnvironmentProblem(f"no active NodeManager after {READY_TIMEOUT_S:g} s"
-                                         f" (ResourceManager: {self.cluster_view()}); see {self.log_file('nodemanager')}")
-            time.sleep(0.2)
+    def _not_ready_problem(self) -> str:
+        return (f"no active NodeManager after {self.READY_TIMEOUT_S:g} s (ResourceManager: {self.cluster_view()});"
+                f" see {self.log_file('nodemanager')}")
 
     # ------------------------------------------------------------------ containers
 
@@ -365,7 +306,7 @@ class LocalYarn(HadoopDaemons):
 
     def stop(self) -> int:
         """Stop both daemons (SIGTERM, then SIGKILL after a grace period) and any container left; return how many daemons ran."""
-        running = self._stop_daemons()
+        running = super().stop()
         # A NodeManager killed before it stopped its containers leaves them running in their own sessions.
         kill_all(self._container_processes())
         return running

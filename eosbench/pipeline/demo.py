@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from conf.client_config import Connection
-from conf.settings import ClusterSettings
+from conf.local_servers import ClusterSettings
 from eosbench.local.broker import LocalCluster
 from eosbench.local.kafka_admin import cluster_metadata, create_topic, delete_topics
 from eosbench.local.prometheus_server import LocalPrometheus

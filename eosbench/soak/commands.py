@@ -7,7 +7,8 @@ from pathlib import Path
 
 from conf.client_config import COMMAND_CONFIG_HELP
 from conf.metrics_endpoint import DEFAULT_METRICS_HOST, metrics_url
-from conf.settings import DEFAULT_CLIENT_PORT, linger_for_final_scrape, metrics_linger_seconds
+from conf.local_servers import DEFAULT_CLIENT_PORT
+from conf.settings import linger_for_final_scrape, metrics_linger_seconds
 from eosbench.console.arguments import duration, positive_int, renamed_flag, state_dir_flag
 from eosbench.console.errors import EXIT_CHECK_FAILED, interrupt_on_stop_signals
 from eosbench.soak.faults import DEFAULT_FAULTS, FAULT_KINDS, default_faults

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from conf.settings import DEFAULT_NAMENODE_PORT, ClusterSettings, HdfsSettings, S3Settings, validation_error_line
+from conf.local_servers import DEFAULT_NAMENODE_PORT, ClusterSettings, HdfsSettings, S3Settings
+from conf.settings import validation_error_line
 from conf.stream_settings import REALTIME_PREFIX, StreamSettings, checkpoint_uri
 from eosbench.console.errors import BadInput
 

@@ -35,7 +35,7 @@ from confluent_kafka import KafkaException
 
 from conf.client_config import ClientConfig, Connection
 from conf.failures import kafka_reason
-from conf.settings import ClusterSettings, SparkClusterSettings
+from conf.local_servers import ClusterSettings, SparkClusterSettings
 from eosbench.console.errors import BadInput, EnvironmentProblem, classify_failure
 from eosbench.local.broker import LocalCluster
 from eosbench.local.hdfs import LocalHdfs

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conf.settings import ClusterSettings, HdfsSettings, S3Settings, SparkClusterSettings, YarnSettings
+from conf.local_servers import ClusterSettings, HdfsSettings, S3Settings, SparkClusterSettings, YarnSettings
 from conf.stream_settings import StreamSettings
 from eosbench.local.broker import LocalCluster
 from eosbench.local.executor_env import ExecutorEnvironment, executor_environment

@@ -7,7 +7,7 @@ import time
 import urllib.error
 import urllib.request
 
-from conf.settings import HdfsSettings
+from conf.local_servers import HdfsSettings
 from eosbench.local.hdfs import LocalHdfs
 from tests.unit.test_cli_errors import run_eosbench
 

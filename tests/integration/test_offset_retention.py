@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from conf.settings import ClusterSettings
+from conf.local_servers import ClusterSettings
 from conf.stream_settings import StreamSettings
 from eosbench.local.broker import LocalCluster
 from eosbench.local.kafka_admin import create_topic

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conf.settings import HdfsSettings, SparkClusterSettings
+from conf.local_servers import HdfsSettings, SparkClusterSettings
 from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.hdfs import LocalHdfs
 from eosbench.local.prometheus_server import LocalPrometheus

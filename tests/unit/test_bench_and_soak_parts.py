@@ -14,7 +14,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conf.settings import SettingsError, SparkClusterSettings
+from conf.local_servers import SparkClusterSettings
+from conf.settings import SettingsError
 from conf.workload_settings import load_workload
 from eosbench.bench import results
 from eosbench.console.errors import BadInput, EnvironmentProblem
@@ -24,8 +25,7 @@ from eosbench.soak.options import SoakOptions
 from eosbench.soak.report import FaultRecord, SoakReport, UnplannedExit, report_markdown, write_report
 from eosbench.local.spark_cluster import StandaloneCluster
 from streaming import topic_index, verify
-from streaming.job import StreamSummary, steady_input_rate
-from streaming.stats import BatchStats
+from streaming.stats import BatchStats, StreamSummary, steady_input_rate
 from streaming.topic_index import IncrementalIndexes, TopicIndex, _bounds
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "conf" / "workloads"

@@ -1,4 +1,4 @@
-"""conf.settings' HdfsSettings: the local HDFS's ports, its rendered site files, and its jars' Hadoop version."""
+"""conf.local_servers' HdfsSettings: the local HDFS's ports, its rendered site files, and its jars' Hadoop version."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pyspark
 import pytest
 from pydantic import ValidationError
 
-from conf.settings import HdfsSettings, load_jar_bundles
+from conf.local_servers import HdfsSettings
+from conf.settings import load_jar_bundles
 
 
 def site_properties(text: str) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The local S3 (conf.settings' S3Settings, eosbench.local.s3) and S3A's settings for a checkpoint: rendering, files, and the secret kept out of sight."""
+"""The local S3 (conf.local_servers' S3Settings, eosbench.local.s3) and S3A's settings for a checkpoint: rendering, files, and the secret kept out of sight."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pydantic import ValidationError
 
 import eosbench.local.s3 as s3
 from conf.secrets import HIDDEN, SECRET_KEY_PATTERN, masked
-from conf.settings import S3A_PROVIDER, JarBundle, S3Settings, load_jar_bundles
+from conf.local_servers import S3A_PROVIDER, S3Settings
+from conf.settings import JarBundle, load_jar_bundles
 from eosbench.console.errors import BadInput
 from eosbench.local.commands import cmd_s3
 from eosbench.local.jars import bundle_digest, render_pom

@@ -1,17 +1,12 @@
-"""conf.settings: client config parsing, cluster shape and broker config rendering."""
+"""conf.settings and conf.local_servers: client config parsing, cluster shape and broker config rendering."""
 
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from conf.settings import (
-    ClusterSettings,
-    SettingsError,
-    load_jar_bundles,
-    load_properties,
-    parse_kv_pairs,
-)
+from conf.local_servers import ClusterSettings
+from conf.settings import SettingsError, load_jar_bundles, load_properties, parse_kv_pairs
 
 
 def test_kv_pairs_keep_equals_signs_in_values_and_later_pairs_win():

@@ -10,7 +10,8 @@ import pyspark
 import pytest
 from pydantic import ValidationError
 
-from conf.settings import YarnSettings, load_jar_bundles
+from conf.local_servers import YarnSettings
+from conf.settings import load_jar_bundles
 from eosbench.console.errors import BadInput
 from eosbench.local.yarn import (ClusterView, Container, LocalYarn, application_of, node_reported_since_start,
                                  parse_cluster_metrics, parse_containers)

@@ -512,7 +512,7 @@ def _latency_run(bootstrap: str | Connection, settings_for, rate: float, seconds
     return {"trigger": TRIGGER, "offered_records_per_sec": rate, "seconds": seconds, "partitions": partitions,
             "batches": len(batches), "records": int(counts.sum()), "p50_ms": histogram_percentile(counts, 0.5),
             "p99_ms": histogram_percentile(counts, 0.99), "max_batch_s": max(b.duration_s for b in batches),
-            "median_batch_s": statistics.median(b.duration_s for b in batches[job.STARTUP_BATCHES:] or batches),
+            "median_batch_s": statistics.median(b.duration_s for b in batches[STARTUP_BATCHES:] or batches),
             "records_in": summary.records_in, "visibility": summary.visibility, "trigger_ms": summary.trigger_ms,
             "driver_ms": summary.driver_ms, "load_average": os.getloadavg()[0]}
 

@@ -274,7 +274,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         latency.run(bootstrap, args.rates, args.seconds, args.partitions, args.commit_interval_ms, args.master,
                     args.results_dir, args.settle_load, args.ceiling_records, args.realtime_interval)
     elif args.bench_command == "spark":
-        from eosbench.bench import spark
+        from eosbench.bench import spark, spark_figures
 
         if args.master == "yarn":
             from eosbench.local.yarn import yarn_target
@@ -290,9 +290,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
                              yarn_state_dir=args.yarn_state_dir, source_arms=dict(args.source_arms))
                    for partitions in sorted(set(args.partitions))]
         if len(reports) > 1:
-            print(f"plot: {spark.plot_scaling(reports, args.results_dir)}")
-            print(f"plot: {spark.plot_throughput(reports, args.results_dir)}")
-            print("\n".join(spark.scaling_table(reports)))
+            print(f"plot: {spark_figures.plot_scaling(reports, args.results_dir)}")
+            print(f"plot: {spark_figures.plot_throughput(reports, args.results_dir)}")
+            print("\n".join(spark_figures.scaling_table(reports)))
     else:
         from eosbench.bench import produce
 

@@ -10,6 +10,7 @@ import pytest
 
 from conf.stream_settings import StreamSettings
 from eosbench.bench import spark as bench
+from eosbench.bench import spark_figures as figures
 from eosbench.bench.commands import source_arm
 from eosbench.cli import build_parser
 
@@ -56,7 +57,7 @@ def test_every_sink_runs_again_in_each_arm_with_the_arms_options_over_the_jobs_d
     assert own.txn_scope == armed.txn_scope == "slot"
     assert own.source_option_defaults() == {"kafka.fetch.max.wait.ms": "1"} and own.extra_source_options() == {}
     assert armed.source_option_defaults() == {} and armed.extra_source_options() == {"kafka.fetch.max.wait.ms": "500"}
-    assert (bench.sink_of("kafka-eos+slot@kafka-default"), bench.arm_of("kafka-eos+slot@kafka-default")) == (
+    assert (figures.sink_of("kafka-eos+slot@kafka-default"), figures.arm_of("kafka-eos+slot@kafka-default")) == (
         "kafka-eos+slot", "@kafka-default")
 
 
@@ -71,7 +72,7 @@ def test_the_scaling_table_sets_each_arm_against_kafka_alo_with_the_same_source_
                                                            "kafka-alo@kafka-default": 50.0,
                                                            "kafka-eos@kafka-default": 40.0},
               "scaling": {}}
-    ratios = {row.split(" | ")[1]: row.split(" | ")[3] for row in bench.scaling_table([report])[2:]}
+    ratios = {row.split(" | ")[1]: row.split(" | ")[3] for row in figures.scaling_table([report])[2:]}
     assert ratios == {"kafka-alo": "1.00", "kafka-eos": "1.20", "kafka-alo@kafka-default": "1.00",
                       "kafka-eos@kafka-default": "0.80"}
 
@@ -114,6 +115,6 @@ def test_the_source_requests_of_a_drain_are_counted_per_batch_beside_the_coordin
     before = Counter({"FetchConsumer": 1000, "ListOffsets": 40, "EndTxn": 5})
     # 4 batches: 64 partitions' fetches and prefetches, and two look-ups after each poll.
     after = before + Counter({"FetchConsumer": 512, "ListOffsets": 520, "EndTxn": 256})
-    assert bench.source_requests_per_batch(before, after, 4) == {"FetchConsumer": 128.0, "ListOffsets": 130.0}
-    assert bench.source_requests_per_batch(before, after, 0) == {"FetchConsumer": 0.0, "ListOffsets": 0.0}
-    assert "FetchConsumer" not in bench.request_rates(before, after, 8.0, 256, 4), "the coordinator's figures are apart"
+    assert figures.source_requests_per_batch(before, after, 4) == {"FetchConsumer": 128.0, "ListOffsets": 130.0}
+    assert figures.source_requests_per_batch(before, after, 0) == {"FetchConsumer": 0.0, "ListOffsets": 0.0}
+    assert "FetchConsumer" not in figures.request_rates(before, after, 8.0, 256, 4), "the coordinator's figures are apart"

@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 from eosbench.bench.commands import spark_master
-from eosbench.bench.spark import (phase_shares, plot_scaling, request_rates, scaling_figures, scaling_line,
+from eosbench.bench.spark_figures import (phase_shares, plot_scaling, request_rates, scaling_figures, scaling_line,
                                   scaling_series)
 
 BEFORE = Counter({"AddPartitionsToTxn_client": 100, "AddOffsetsToTxn": 50, "TxnOffsetCommit": 50, "EndTxn": 50,
@@ -88,7 +88,7 @@ def test_spark_master_takes_local_standalone_and_yarn_masters(master):
 
 
 def test_throughput_is_plotted_per_sink_against_partitions(tmp_path):
-    from eosbench.bench.spark import plot_throughput, throughput_series
+    from eosbench.bench.spark_figures import plot_throughput, throughput_series
 
     reports = [{"run_id": f"r{p}", "partitions": p, "master": "local",
                 "median_records_per_sec": {"kafka-alo": 1000.0 / p, "kafka-eos+slot": 1200.0 / p}} for p in (16, 64)]
@@ -98,7 +98,7 @@ def test_throughput_is_plotted_per_sink_against_partitions(tmp_path):
 
 
 def test_the_scaling_table_gives_each_sink_its_ratio_to_the_baseline_and_its_costs_per_batch():
-    from eosbench.bench.spark import scaling_table
+    from eosbench.bench.spark_figures import scaling_table
 
     report = _run_at(4)
     report["median_records_per_sec"] = {"kafka-eos": 100.0, "kafka-alo": 125.0}

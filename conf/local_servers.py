@@ -262,6 +262,10 @@ def hdfs_log4j_config() -> Path:
 # the machine's own, if any, keeps its ports.
 DEFAULT_RESOURCEMANAGER_PORT = 18032
 YARN_DAEMONS = ("resourcemanager", "nodemanager")
+# The local disk under a second name, which the local YARN's core-site.xml mounts (viewfs, every
+# path as on file:///): Spark's YARN client takes a resource of another scheme than file: where it
+# is, on the staging folder's file system, instead of copying it into each application's own.
+YARN_LOCAL_DISK = "viewfs://eosbench-local"
 
 
 class YarnPorts(BaseModel):
@@ -326,6 +330,7 @@ class YarnSettings(BaseModel):
         """Fill conf/yarn/core-site.xml and yarn-site.xml for this shape, by file name."""
         ports = self.ports
         values = {"state_dir": self.state_dir, "default_fs": self.default_fs, "local_dirs": self.local_dirs,
+                  "local_disk_table": YARN_LOCAL_DISK.removeprefix("viewfs://"),
                   "node_memory_mb": self.node_memory_mb, "node_vcores": self.node_vcores,
                   **{f"{name}_port": port for name, port in ports.model_dump().items()}}
         return {name: string.Template((CONF_DIR / "yarn" / name).read_text()).substitute(values)

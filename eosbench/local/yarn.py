@@ -17,7 +17,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from conf.local_servers import YARN_DAEMONS, YarnSettings, yarn_log4j_config
+from conf.local_servers import YARN_DAEMONS, YARN_LOCAL_DISK, YarnSettings, yarn_log4j_config
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.daemons import HadoopDaemons
 from eosbench.local.processes import kill_all
@@ -130,6 +130,7 @@ def spark_yarn_conf(settings: YarnSettings, archive: Path) -> dict[str, str]:
 
     The driver also needs spark_yarn_environment's variables, which no spark.* setting replaces.
     """
+    from eosbench.local.executor_env import ARCHIVE_ALIAS
     from eosbench.local.jars import pyspark_jars_dir
 
     conf = {
@@ -145,7 +146,22 @@ def spark_yarn_conf(settings: YarnSettings, archive: Path) -> dict[str, str]:
     if settings.default_fs.startswith("file:"):
         # Spark's default is ~/.sparkStaging on the default file system; keep it with the YARN's state.
         conf["spark.yarn.stagingDir"] = f"file://{settings.state_dir / 'staging'}"
+        if mounts_local_disk(settings):
+            # Spark copies a file: archive into each application's staging folder, a new path that
+            # the NodeManager localizes and unpacks anew (25-30 s); under the viewfs name of the
+            # same disk, staging folder and archive share a file system that is not file:, so the
+            # archive is taken where it lies, and its path and time stay those the NodeManager cached.
+            conf["spark.yarn.stagingDir"] = f"{YARN_LOCAL_DISK}{settings.state_dir / 'staging'}"
+            conf["spark.yarn.dist.archives"] = f"{YARN_LOCAL_DISK}{archive}#{ARCHIVE_ALIAS}"
     return conf
+
+
+def mounts_local_disk(settings: YarnSettings) -> bool:
+    """Whether the local YARN's rendered core-site.xml names the local disk YARN_LOCAL_DISK (one started before it did not)."""
+    core_site = settings.conf_dir / "core-site.xml"
+    # The daemons and the driver read the configuration of the YARN's start; a newer template is not theirs.
+    table = YARN_LOCAL_DISK.removeprefix("viewfs://")
+    return core_site.is_file() and f"fs.viewfs.mounttable.{table}.linkMergeSlash" in core_site.read_text()
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,11 @@ import pyspark
 import pytest
 from pydantic import ValidationError
 
-from conf.local_servers import YarnSettings
+from conf.local_servers import YARN_LOCAL_DISK, YarnSettings
 from conf.settings import load_jar_bundles
 from eosbench.console.errors import BadInput
 from eosbench.local.yarn import (ClusterView, Container, LocalYarn, application_of, node_reported_since_start,
-                                 parse_cluster_metrics, parse_containers)
+                                 parse_cluster_metrics, parse_containers, spark_yarn_conf)
 from tests.unit.test_cli_errors import run_eosbench
 
 
@@ -54,11 +54,35 @@ def test_site_files_keep_every_folder_under_the_state_dir(tmp_path: Path):
     settings = YarnSettings(state_dir=tmp_path, default_fs="hdfs://127.0.0.1:18020")
     rendered = settings.render_site_files()
     core_site, yarn_site = site_properties(rendered["core-site.xml"]), site_properties(rendered["yarn-site.xml"])
-    assert core_site == {"fs.defaultFS": "hdfs://127.0.0.1:18020", "hadoop.tmp.dir": f"{tmp_path}/tmp"}
+    assert core_site == {"fs.defaultFS": "hdfs://127.0.0.1:18020", "hadoop.tmp.dir": f"{tmp_path}/tmp",
+                         "fs.viewfs.mounttable.eosbench-local.linkMergeSlash": "file:///"}
     assert (yarn_site["yarn.nodemanager.local-dirs"], yarn_site["yarn.nodemanager.log-dirs"]) == (
         f"{tmp_path}/nm-local", f"{tmp_path}/nm-logs")
     assert settings.conf_dir == tmp_path / "conf"
     assert site_properties(YarnSettings(state_dir=tmp_path).render_site_files()["core-site.xml"])["fs.defaultFS"] == "file:///"
+
+
+def test_the_local_yarn_takes_the_archive_where_it_lies_under_the_viewfs_name_its_core_site_gives_the_local_disk(
+        tmp_path: Path):
+    archive = Path("/cache/executor-env/d1/eosbench-environment.tar.gz")
+    settings = YarnSettings(state_dir=tmp_path / "yarn")
+    # A YARN started before its core-site.xml named the disk: the file: paths, which Spark copies per application.
+    assert spark_yarn_conf(settings, archive)["spark.yarn.dist.archives"] == f"{archive}#environment"
+    assert spark_yarn_conf(settings, archive)["spark.yarn.stagingDir"] == f"file://{tmp_path}/yarn/staging"
+    LocalYarn(settings)._write_config()
+    conf = spark_yarn_conf(settings, archive)
+    # Staging folder and archive on one file system that is not file: (Client.copyFileToRemote then
+    # copies nothing), each the same path on the disk.
+    assert YARN_LOCAL_DISK == "viewfs://eosbench-local"
+    assert conf["spark.yarn.stagingDir"] == f"viewfs://eosbench-local{tmp_path}/yarn/staging"
+    assert conf["spark.yarn.dist.archives"] == "viewfs://eosbench-local/cache/executor-env/d1/eosbench-environment.tar.gz#environment"
+    core_site = site_properties((settings.conf_dir / "core-site.xml").read_text())
+    assert core_site["fs.viewfs.mounttable.eosbench-local.linkMergeSlash"] == "file:///"
+    # An hdfs:// default file system keeps Spark's staging folder there, and the archive's file: path.
+    on_hdfs = YarnSettings(state_dir=tmp_path / "yarn-hdfs", default_fs="hdfs://127.0.0.1:18020")
+    LocalYarn(on_hdfs)._write_config()
+    hdfs_conf = spark_yarn_conf(on_hdfs, archive)
+    assert "spark.yarn.stagingDir" not in hdfs_conf and hdfs_conf["spark.yarn.dist.archives"] == f"{archive}#environment"
 
 
 @pytest.mark.parametrize("field,value", [("port", 80), ("port", 65530), ("heap_mb", 64), ("heap_mb", 4096),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -116,8 +117,8 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout-s", type=float, help="stop an interval-triggered query after this many seconds (default: run until stopped)")
     parser.add_argument("--report-python", action="store_true",
                         help="after the query, run one task per core and add to the summary the driver's and each"
-                             " task's Python and the files of the `streaming` and `pyspark` it imports (shows what"
-                             " a cluster's executors run; default: off)")
+                             " task's Python, its environment's real folder and the files of the `streaming` and"
+                             " `pyspark` it imports (shows what a cluster's executors run; default: off)")
 
 
 def settings_from_args(args: argparse.Namespace) -> StreamSettings:
@@ -382,7 +383,10 @@ def _where_this_python_is(_rows=()):
     import pyspark
     import streaming
 
-    yield {"executable": sys.executable, "streaming": streaming.__file__, "pyspark": pyspark.__file__}
+    # The environment's real folder: on YARN, behind the container's ./environment link, the copy
+    # the NodeManager unpacked into its cache, the same for every application that reuses it.
+    yield {"executable": sys.executable, "environment": os.path.realpath(sys.prefix), "streaming": streaming.__file__,
+           "pyspark": pyspark.__file__}
 
 
 def python_locations(spark) -> dict:

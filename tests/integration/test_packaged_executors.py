@@ -10,6 +10,7 @@ Spark's own pyspark.zip.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from collections import Counter
@@ -40,9 +41,9 @@ def printed_line(cluster: StandaloneCluster, *job_arguments: str) -> str:
 
 
 def where_unpacked(environment: Path) -> dict[str, str]:
-    """What --report-python shows for a Python run from an unpacked archive: its interpreter and
-    eosbench, and Spark's own pyspark."""
-    return {"executable": str(environment / "bin" / "python"),
+    """What --report-python shows for a Python run from an unpacked archive: its interpreter, the
+    environment's real folder and eosbench, and Spark's own pyspark."""
+    return {"executable": str(environment / "bin" / "python"), "environment": os.path.realpath(environment),
             "streaming": str(environment / "lib" / "python3.11" / "site-packages" / "streaming" / "__init__.py"),
             "pyspark": str(spark_home() / "python" / "lib" / "pyspark.zip" / "pyspark" / "__init__.py")}
 

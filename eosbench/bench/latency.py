@@ -9,10 +9,17 @@ Three arms read one fed input each, at each offered rate:
 Every arm is measured the same way, from outside: a read_committed consumer in its own process
 reads the output and takes, for each record, the time it became readable minus its input
 CreateTime (the eos.in_ts header every sink stamps). So the figure includes the commit, which
-only a reader sees, and the observer shares neither the driver's Python nor its GIL. The first
-`WARMUP_S` seconds after the arm's first output are left out; records/s read is over the span from the first record
-read after them to the last. An arm that cannot keep up shows it: its records/s read falls short
-of the rate offered, which is then its throughput ceiling, and its latency grows with the run.
+only a reader sees, and the observer shares neither the driver's Python nor its GIL.
+
+Each arm is timed from its steady state. The feeder runs before the query starts and while it
+starts, so every arm meets a backlog first; the observer also follows the arm's lag (the
+records between the input's end and the input offsets its readable output has reached, by the
+eos.src header), and the arm's window opens once that lag first falls to what a steady arm holds
+(`SteadyWindow`). Only records read from then on count, and records/s read is over the window's
+span, so it shows beside the offered rate whether the arm kept up. The time the arm took to
+catch up and the backlog it still held when its window opened are reported apart; an arm that
+never catches up within its time reports no latency figure, only that it did not and how far
+behind it ended.
 """
 
 from __future__ import annotations
@@ -42,35 +49,125 @@ def arms(realtime_interval: str) -> tuple[tuple[str, str], ...]:
             ("kafka-alo", f"realtime:{realtime_interval}"))
 
 
-WARMUP_S = 10.0
+# A steady arm still shows its reader some lag beyond its own cadence: the feeder's 100 ms
+# transactions, the commit's round trips, and the reader's own pace through what a commit made
+# readable (at 50,000 records/s, a 1 s micro-batch takes it about 0.4 s). The window opens once
+# the lag is within the cadence plus this much.
+CATCH_UP_GRACE_S = 1.0
+LAG_SAMPLE_S = 0.25  # how often the observer asks for the input's end offsets
 
 
-def _observe(bootstrap: str, topic: str, partitions: int, seconds: float, warmup_s: float, results) -> None:
-    """The observer process: read `topic` read_committed for `seconds`; put (histogram, records, their span in s),
-    leaving out the records read in the first `warmup_s` after the first one."""
+class SteadyWindow:
+    """Which of an arm's records its figures count: those read after its lag first fell to what a steady arm holds.
+
+    The observer feeds it: `lag` with the arm's lag each time it samples it, `read` with each
+    output record. A steady arm holds about what one cadence (the trigger's interval, or
+    real-time mode's commit interval) brings, so its threshold is the offered rate times the
+    cadence plus CATCH_UP_GRACE_S. A drain (`rate` None) counts everything from its start.
+    """
+
+    def __init__(self, rate: float | None, cadence_s: float, started: float):
+        self.rate, self.started = rate, started
+        self.threshold = None if rate is None else rate * (cadence_s + CATCH_UP_GRACE_S)
+        self.opened: float | None = None if rate is not None else started
+        self.backlog_records: int | None = None if rate is not None else 0
+        self.latencies: list[float] = []
+        self.first = self.last = 0.0  # the first and last record read in the window
+        self.first_output = self.last_output = 0.0
+        self.output_records = 0
+        self.behind_at_end: int | None = None
+        self._read_since_sample = False
+
+    def lag(self, now: float, records: int | None) -> None:
+        """Note the arm's lag at `now` (None: not known yet); the first one within the threshold opens the window."""
+        if records is None:
+            return
+        if self._read_since_sample:  # once the query has stopped, the lag only grows with the feeder
+            self.behind_at_end, self._read_since_sample = records, False
+        if self.opened is None and records <= self.threshold:
+            self.opened, self.backlog_records = now, records
+
+    def read(self, now: float, latency_ms: float) -> None:
+        """Note one output record read at `now`; its latency counts once the window is open."""
+        self.first_output = self.first_output or now
+        self.last_output, self.output_records, self._read_since_sample = now, self.output_records + 1, True
+        if self.opened is not None:
+            self.latencies.append(latency_ms)
+            self.first, self.last = self.first or now, now
+
+    def seconds_of(self, records: int | None) -> float | None:
+        """`records` as seconds of input at the offered rate (None for a drain, or no count)."""
+        return None if records is None or not self.rate else records / self.rate
+
+    def summary(self) -> dict:
+        """The window's figures (latency histogram, records, records/s) and the start-up's (catch-up time, backlog)."""
+        caught_up = self.opened is not None
+        if caught_up:
+            records, span = len(self.latencies), self.last - self.first
+        else:  # its pace over the whole run, for a reader to set beside the rate offered
+            records, span = self.output_records, self.last_output - self.first_output
+        return {"caught_up": caught_up, "caught_up_after_s": self.opened - self.started if caught_up else None,
+                "backlog_records": self.backlog_records, "backlog_s": self.seconds_of(self.backlog_records),
+                "behind_at_end_records": self.behind_at_end, "behind_at_end_s": self.seconds_of(self.behind_at_end),
+                "window_s": span if caught_up else None, "records": records,
+                "read_records_per_sec": records / max(span, 1e-3),
+                "histogram": latency_histogram(np.asarray(self.latencies)).tolist()}
+
+
+def input_lag(ends: dict[int, int], reached: dict[int, int], began: dict[int, int]) -> int | None:
+    """Records between each input partition's end and the offset the arm's readable output has reached in it.
+
+    None while a partition fed since `began` (its end offsets when the observer started) has
+    no output yet: where the arm started in it (the end when its query started) is unknown.
+    """
+    lag = 0
+    for partition, end in ends.items():
+        if partition in reached:
+            lag += max(end - reached[partition], 0)
+        elif end > began.get(partition, end):
+            return None
+    return lag
+
+
+def _observe(bootstrap: str, source: str, topic: str, partitions: int, seconds: float, window: SteadyWindow,
+             results) -> None:
+    """The observer process: read `topic` read_committed until `seconds` after the arm's start, following the arm's
+    lag on `source`; put the window's summary."""
     from confluent_kafka import Consumer, TopicPartition
+
+    from conf.headers import IN_TS_HEADER, SRC_HEADER
+    from conf.watermarks import watermark_offsets
+    from streaming.topic_index import source_position
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"latency-{uuid.uuid4().hex[:8]}",
                          "isolation.level": "read_committed", "enable.auto.commit": False,
                          "fetch.wait.max.ms": 5})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    started = time.time()
-    latencies: list[float] = []
-    output_began = first = last = 0.0
-    while time.time() - started < seconds:
+
+    def input_ends() -> dict[int, int]:  # a read_committed consumer is answered the last stable offsets
+        return {p: watermark_offsets(consumer, source, p, timeout_s=5)[1] for p in range(partitions)}
+
+    following = window.rate is not None  # a drain has no feeder to keep up with
+    began = input_ends() if following else {}
+    reached: dict[int, int] = {}
+    sampled = 0.0
+    while time.time() - window.started < seconds:
         for message in consumer.consume(1000, timeout=0.1):
             if message.error():
                 continue
             now = time.time()
-            output_began = output_began or now
-            if now - output_began < warmup_s:  # the query's start-up, and the backlog it met, are left out
-                continue
-            in_ts = dict(message.headers() or []).get("eos.in_ts")
+            headers = dict(message.headers() or [])
+            partition, offset = source_position(headers.get(SRC_HEADER), source)
+            if partition >= 0 and offset >= reached.get(partition, 0):
+                reached[partition] = offset + 1
+            in_ts = headers.get(IN_TS_HEADER)
             if in_ts is not None:
-                latencies.append(now * 1000.0 - int(in_ts))
-                first, last = first or now, now
+                window.read(now, now * 1000.0 - int(in_ts))
+        if following and time.time() - sampled >= LAG_SAMPLE_S:
+            sampled = time.time()
+            window.lag(sampled, input_lag(input_ends(), reached, began))
     consumer.close()
-    results.put((latency_histogram(np.asarray(latencies)).tolist(), len(latencies), max(last - first, 1e-3)))
+    results.put(window.summary())
 
 
 def feed_command(bootstrap: Connection, topic: str, records: int, rate: float | None) -> list[str]:
@@ -110,22 +207,41 @@ def _arm(bootstrap: Connection, spark, sink: str, trigger: str, rate: float | No
                               **({"commit_interval_ms": commit_interval_ms} if trigger.startswith("realtime:") else {}))
     if backlog:
         subprocess.run(feed_command(bootstrap, source, backlog, None), stdout=subprocess.DEVNULL, check=True)
-    results = multiprocessing.get_context("spawn").Queue()
-    observer = multiprocessing.get_context("spawn").Process(
-        target=_observe, args=(str(bootstrap), output, partitions, seconds + 8, 0.0 if backlog else WARMUP_S, results),
-        daemon=True)
+    spawn = multiprocessing.get_context("spawn")
+    results, observer = spawn.Queue(), None
     try:
         with nullcontext() if backlog else fed_input(bootstrap, source, rate, int(rate * (seconds + 30))):
+            window = SteadyWindow(None if backlog else rate, settings.commit_wait_s, time.time())
+            observer = spawn.Process(target=_observe, args=(str(bootstrap), source, output, partitions, seconds + 8,
+                                                            window, results), daemon=True)
             observer.start()
             summary = job.run(spark, settings, echo=False)
-            histogram, records, measured_s = results.get(timeout=seconds + 60)
+            measured = results.get(timeout=seconds + 60)
     finally:
-        observer.join(timeout=10)
-    counts = np.asarray(histogram, dtype=np.int64)
-    return {"sink": sink, "trigger": trigger, "offered_records_per_sec": rate, "backlog": backlog, "records": records,
-            "read_records_per_sec": records / measured_s, "p50_ms": histogram_percentile(counts, 0.5),
-            "p99_ms": histogram_percentile(counts, 0.99), "transactions": summary.outcomes.get("committed", 0),
-            "load_average": os.getloadavg()[0]}
+        if observer is not None:
+            observer.join(timeout=10)
+    counts = np.asarray(measured.pop("histogram"), dtype=np.int64)
+    steady = measured["caught_up"] and measured["records"] > 0
+    return {"sink": sink, "trigger": trigger, "offered_records_per_sec": rate, "backlog": backlog, **measured,
+            "p50_ms": histogram_percentile(counts, 0.5) if steady else None,
+            "p99_ms": histogram_percentile(counts, 0.99) if steady else None,
+            "transactions": summary.outcomes.get("committed", 0), "load_average": os.getloadavg()[0]}
+
+
+def arm_lines(row: dict, seconds: int) -> list[str]:
+    """What a fed arm prints when it ends: its start-up (or that it never caught up), then its window's figures."""
+    read = f"{row['read_records_per_sec']:,.0f} records/s read"
+    offered, load = f"{row['offered_records_per_sec']:,.0f} offered", f"load average {row['load_average']:.2f} at end"
+    if not row["caught_up"]:
+        behind = (f"{row['behind_at_end_records']:,} records ({row['behind_at_end_s']:.2f} s) behind at its last output"
+                  if row["behind_at_end_records"] is not None else "no output from every partition")
+        return [f"  never caught up in {seconds} s: {behind}; no steady figures",
+                f"  {read} over its whole run, {offered}, {load}"]
+    start = (f"  caught up after {row['caught_up_after_s']:.1f} s, {row['backlog_records']:,} records"
+             f" ({row['backlog_s']:.2f} s) behind when its window opened; window {row['window_s']:.1f} s")
+    if row["p50_ms"] is None:
+        return [start, f"  no record read in its window, {load}"]
+    return [start, f"  p50 {row['p50_ms']:,.0f} ms, p99 {row['p99_ms']:,.0f} ms, {read} in it, {offered}, {load}"]
 
 
 def wait_for_quiet(load: float, most_s: float = 180.0) -> None:
@@ -155,8 +271,7 @@ def run(bootstrap: Connection | str, rates: list[float], seconds: int, partition
                 row = _arm(bootstrap, spark, sink, trigger, rate, seconds, partitions, commit_interval_ms,
                            results_dir / "checkpoints")
                 rows.append(row)
-                print(f"  p50 {row['p50_ms']:,.0f} ms, p99 {row['p99_ms']:,.0f} ms, {row['read_records_per_sec']:,.0f}"
-                      f" records/s read, load average {row['load_average']:.2f} at end", flush=True)
+                print("\n".join(arm_lines(row, seconds)), flush=True)
         for sink, trigger in arms(realtime_interval) if ceiling_records else ():
             wait_for_quiet(settle_load)
             print(f"{sink} {trigger} draining {ceiling_records:,} records (load average {os.getloadavg()[0]:.2f} at"
@@ -168,7 +283,7 @@ def run(bootstrap: Connection | str, rates: list[float], seconds: int, partition
                   flush=True)
     finally:
         spark.stop()
-    report = {"master": master, "partitions": partitions, "seconds": seconds, "warmup_s": WARMUP_S,
+    report = {"master": master, "partitions": partitions, "seconds": seconds, "catch_up_grace_s": CATCH_UP_GRACE_S,
               "commit_interval_ms": commit_interval_ms, "realtime_interval": realtime_interval, "rows": rows}
     path = results_dir / f"bench-latency-{uuid.uuid4().hex[:8]}.json"
     path.write_text(json.dumps(report, indent=2) + "\n")
@@ -179,15 +294,21 @@ def run(bootstrap: Connection | str, rates: list[float], seconds: int, partition
 
 def table(rows: list[dict]) -> list[str]:
     """The side-by-side Markdown table of a run's rows."""
-    lines = ["| arm | offered rec/s | read rec/s | p50 ms | p99 ms | load at end |", "|---|---|---|---|---|---|"]
+    lines = ["| arm | offered rec/s | read rec/s | p50 ms | p99 ms | caught up after | behind when its window opened"
+             " | load at end |", "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         mode = "micro-batch, 1 s trigger" if not row["trigger"].startswith("realtime:") else "real-time"
+        arm, read, load = f"{row['sink']} {mode}", f"{row['read_records_per_sec']:,.0f}", f"{row['load_average']:.2f}"
         if row["backlog"]:  # a drain: its latency is the backlog's wait, not the arm's
-            lines.append(f"| {row['sink']} {mode} | ceiling: {row['backlog']:,} waiting |"
-                         f" {row['read_records_per_sec']:,.0f} | — | — | {row['load_average']:.2f} |")
-            continue
-        lines.append(f"| {row['sink']} {mode} | {row['offered_records_per_sec']:,.0f} |"
-                     f" {row['read_records_per_sec']:,.0f} | {row['p50_ms']:,.0f} | {row['p99_ms']:,.0f} |"
-                     f" {row['load_average']:.2f} |")
+            lines.append(f"| {arm} | ceiling: {row['backlog']:,} waiting | {read} | — | — | — | — | {load} |")
+        elif not row["caught_up"]:
+            behind = "" if row["behind_at_end_records"] is None else \
+                f", {row['behind_at_end_records']:,} records ({row['behind_at_end_s']:.2f} s) behind at its end"
+            lines.append(f"| {arm} | {row['offered_records_per_sec']:,.0f} | {read} over its run | — | — |"
+                         f" never{behind} | — | {load} |")
+        else:
+            p50, p99 = (f"{row[key]:,.0f}" if row[key] is not None else "—" for key in ("p50_ms", "p99_ms"))
+            lines.append(f"| {arm} | {row['offered_records_per_sec']:,.0f} | {read} | {p50} | {p99} |"
+                         f" {row['caught_up_after_s']:.1f} s | {row['backlog_records']:,} records"
+                         f" ({row['backlog_s']:.2f} s) | {load} |")
     return lines
-

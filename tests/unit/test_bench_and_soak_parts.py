@@ -596,16 +596,3 @@ def test_a_realtime_soak_streams_in_realtime_mode_and_refuses_what_cannot_run(mo
             refused.validate()
             refuse_unrunnable_faults(refused)
         assert line in str(said.value) and "\n" not in str(said.value)
-
-
-
-def test_bench_latency_table_gives_each_arm_its_percentiles_and_a_drain_its_rate_only():
-    from eosbench.bench.latency import table
-
-    rows = [{"sink": "kafka-eos", "trigger": "realtime:5 seconds", "backlog": 0, "offered_records_per_sec": 5000.0,
-             "read_records_per_sec": 5012.4, "p50_ms": 185.0, "p99_ms": 385.0, "load_average": 1.37},
-            {"sink": "kafka-eos", "trigger": "1 second", "backlog": 1_000_000, "offered_records_per_sec": None,
-             "read_records_per_sec": 112179.0, "p50_ms": 0.0, "p99_ms": 0.0, "load_average": 3.1}]
-    assert table(rows)[2:] == [
-        "| kafka-eos real-time | 5,000 | 5,012 | 185 | 385 | 1.37 |",
-        "| kafka-eos micro-batch, 1 s trigger | ceiling: 1,000,000 waiting | 112,179 | — | — | 3.10 |"]

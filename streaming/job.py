@@ -295,6 +295,7 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     from streaming.baseline_sinks import AtLeastOnceKafkaSink, IdempotentDeltaSink
     from streaming.checkpoint import CheckpointLog
     from streaming.eos_sink import TransactionalSink
+    from streaming.quiet_stop import stop_quietly
 
     summary = StreamSummary()
     if metrics is None and settings.metrics_port:
@@ -351,9 +352,9 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
             if settings.trigger == "available-now" or settings.timeout_s is None:
                 query.awaitTermination()
             elif not query.awaitTermination(settings.timeout_s):
-                query.stop()
+                stop_quietly(spark, query)
         except KeyboardInterrupt:
-            query.stop()
+            stop_quietly(spark, query)
         except Exception as exc:  # the query failed; a refusal of the sink, or of an ACL, says why in one line
             if getattr(sink, "refusal", None) is None:
                 denied = java_authorization_failure(str(exc))  # Spark's Kafka source or writer refused

@@ -7,6 +7,10 @@ SIGKILL mid-epoch and broker kills mid-transaction are the real-time CI soak's r
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 from confluent_kafka import Producer
 
@@ -14,11 +18,34 @@ from conf.stream_settings import StreamSettings
 from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.kafka_admin import create_topic
 from streaming import job
+from streaming.quiet_stop import STOP_NOISE_LOGGERS
 from streaming.sink_group import SinkPreconditionError
 from streaming.verify import verify
 from tests.integration.kafka_reads import read_all
 from tests.integration.produce_helpers import produce
 from tests.integration.stream_checks import assert_exactly_once
+
+
+@contextmanager
+def console_lines(spark) -> Iterator[list[str]]:
+    """The lines the driver's log4j console prints in the block, caught by a second appender beside it on the root."""
+    log4j = spark.sparkContext._jvm.org.apache.logging.log4j
+    context = log4j.LogManager.getContext(False)
+    configuration, writer = context.getConfiguration(), spark.sparkContext._jvm.java.io.StringWriter()
+    layout = log4j.core.layout.PatternLayout.newBuilder().withPattern("%p %c: %m%n%ex").build()
+    appender = log4j.core.appender.WriterAppender.createAppender(layout, None, writer, f"test-{uuid.uuid4().hex}",
+                                                                  False, True)
+    appender.start()
+    configuration.getRootLogger().addAppender(appender, None, None)
+    context.updateLoggers()
+    lines: list[str] = []
+    try:
+        yield lines
+    finally:
+        configuration.getRootLogger().removeAppender(appender.getName())
+        context.updateLoggers()
+        appender.stop()
+        lines.extend(writer.toString().splitlines())
 
 
 @pytest.fixture
@@ -47,7 +74,13 @@ def test_realtime_writer_is_exactly_once_through_a_stop_mid_epoch_and_a_lost_che
     settings = realtime_pipeline()
     # The query stops inside its first epoch (a minute long): Spark never logs the epoch as done,
     # its tasks are killed, any transaction open is aborted, and the next run reads the epoch again.
-    job.run(spark, settings)
+    with console_lines(spark) as console:
+        job.run(spark, settings)
+        # What the stop silenced speaks again: an error after it is printed.
+        spark.sparkContext._jvm.org.apache.logging.log4j.LogManager.getLogger(STOP_NOISE_LOGGERS[0]).error("after")
+    stop_noise = [line for line in console if line.startswith(("ERROR", "\tat ", "Caused by"))
+                  or "Lost task" in line or "Failed to cancel job group" in line]
+    assert stop_noise == ["ERROR org.apache.spark.util.Utils: after"], "\n".join(console)
     written = len(read_all(bootstrap, settings.output_topic)) + len(read_all(bootstrap, settings.dead_letter))
     first = assert_exactly_once(bootstrap, settings, expect_dead=3)
     assert written == first.input_committed, "the whole backlog committed inside the unfinished epoch"

@@ -352,7 +352,7 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
             if settings.trigger == "available-now" or settings.timeout_s is None:
                 query.awaitTermination()
             elif not query.awaitTermination(settings.timeout_s):
-                stop_quietly(spark, query)
+                stop_quietly(spark, query, between_batches=settings.realtime_interval is None)
         except KeyboardInterrupt:
             stop_quietly(spark, query)
         except Exception as exc:  # the query failed; a refusal of the sink, or of an ACL, says why in one line

@@ -13,6 +13,11 @@ every record not committed is read again by the next run), so the loggers that w
 for the length of the stop, until the query's tasks have ended, and then back as they were. An
 error while the query runs is logged as before, and so is whatever any other logger says during
 the stop.
+
+A killed micro-batch's Python tasks print more, and no logger can turn it off: each of PySpark's
+workers finds its socket closed and prints an EOFError traceback straight to stderr. So a
+micro-batch query ended by its timeout is stopped between two batches where one ends soon
+enough: the stop then kills no task and nothing is printed.
 """
 
 from __future__ import annotations
@@ -28,16 +33,34 @@ STOP_NOISE_LOGGERS = (
     "org.apache.spark.scheduler.DAGScheduler",  # "Failed to cancel job group"
 )
 TASKS_END_S = 10.0  # a killed task that has not ended by then is left to log what it will
+BATCH_END_S = 10.0  # a micro-batch still running by then is killed, as at any stop
 
 
-def stop_quietly(spark, query, tasks_end_s: float = TASKS_END_S) -> None:
-    """Stop `query` with its expected noise silenced until its tasks have ended (or `tasks_end_s` has passed)."""
+def stop_quietly(spark, query, between_batches: bool = False, tasks_end_s: float = TASKS_END_S) -> None:
+    """Stop `query` (`between_batches`: once its micro-batch in flight has ended) with the noise of its killed tasks
+    silenced until they have ended (or `tasks_end_s` has passed)."""
+    if between_batches:
+        wait_for_batch_end(query, BATCH_END_S)  # still running: whatever it logs is printed
     levels = silence(spark, STOP_NOISE_LOGGERS)
     try:
         query.stop()
         wait_for_tasks_to_end(spark, tasks_end_s)
     finally:
         restore(spark, levels)
+
+
+def wait_for_batch_end(query, most_s: float) -> None:
+    """Wait, up to `most_s`, until the micro-batch query runs no batch: its trigger is idle, or a batch has ended."""
+    deadline = time.monotonic() + most_s
+    in_flight = _last_batch_id(query)
+    while (query._jsq.status().isTriggerActive() and _last_batch_id(query) == in_flight
+           and time.monotonic() < deadline):
+        time.sleep(0.02)
+
+
+def _last_batch_id(query) -> int:
+    progress = query._jsq.lastProgress()
+    return -1 if progress is None else progress.batchId()
 
 
 def silence(spark, names) -> dict[str, str | None]:

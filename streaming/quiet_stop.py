@@ -37,8 +37,7 @@ BATCH_END_S = 10.0  # a micro-batch still running by then is killed, as at any s
 
 
 def stop_quietly(spark, query, between_batches: bool = False, tasks_end_s: float = TASKS_END_S) -> None:
-    """Stop `query` (`between_batches`: once its micro-batch in flight has ended) with the noise of its killed tasks
-    silenced until they have ended (or `tasks_end_s` has passed)."""
+    """Stop `query` (`between_batches`: after its batch in flight), its killed tasks' noise off until they end."""
     if between_batches:
         wait_for_batch_end(query, BATCH_END_S)  # still running: whatever it logs is printed
     levels = silence(spark, STOP_NOISE_LOGGERS)

@@ -16,7 +16,8 @@ class _FakeQuery:
 
     def __init__(self, events: list[str], polls: int | None, fail_stop: bool = False):
         self.events, self.polls, self.fail_stop, self.batch_id = events, polls, fail_stop, 4
-        self._jsq = SimpleNamespace(status=self._status, lastProgress=lambda: SimpleNamespace(batchId=lambda: self.batch_id))
+        self._jsq = SimpleNamespace(status=self._status,
+                                    lastProgress=lambda: SimpleNamespace(batchId=lambda: self.batch_id))
 
     def _status(self):
         if self.polls is not None:

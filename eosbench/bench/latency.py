@@ -63,16 +63,16 @@ class SteadyWindow:
     The observer feeds it: `lag` with the arm's lag each time it samples it, `read` with each
     output record. A steady arm holds about what one cadence (the trigger's interval, or
     real-time mode's commit interval) brings, so its threshold is the offered rate times the
-    cadence plus CATCH_UP_GRACE_S. A drain (`rate` None) counts everything from its start.
+    cadence plus CATCH_UP_GRACE_S. A drain (`rate` None) counts everything from its first record.
     """
 
     def __init__(self, rate: float | None, cadence_s: float, started: float):
         self.rate, self.started = rate, started
         self.threshold = None if rate is None else rate * (cadence_s + CATCH_UP_GRACE_S)
-        self.opened: float | None = None if rate is not None else started
+        self.opened: float | None = None
         self.backlog_records: int | None = None if rate is not None else 0
         self.latencies: list[float] = []
-        self.first = self.last = 0.0  # the first and last record read in the window
+        self.last = 0.0  # the last record read in the window
         self.first_output = self.last_output = 0.0
         self.output_records = 0
         self.behind_at_end: int | None = None
@@ -91,9 +91,11 @@ class SteadyWindow:
         """Note one output record read at `now`; its latency counts once the window is open."""
         self.first_output = self.first_output or now
         self.last_output, self.output_records, self._read_since_sample = now, self.output_records + 1, True
+        if self.opened is None and self.rate is None:
+            self.opened = now
         if self.opened is not None:
             self.latencies.append(latency_ms)
-            self.first, self.last = self.first or now, now
+            self.last = now
 
     def seconds_of(self, records: int | None) -> float | None:
         """`records` as seconds of input at the offered rate (None for a drain, or no count)."""
@@ -102,8 +104,8 @@ class SteadyWindow:
     def summary(self) -> dict:
         """The window's figures (latency histogram, records, records/s) and the start-up's (catch-up time, backlog)."""
         caught_up = self.opened is not None
-        if caught_up:
-            records, span = len(self.latencies), self.last - self.first
+        if caught_up:  # from its opening, not its first record: a micro-batch's come a trigger later
+            records, span = len(self.latencies), max(self.last - self.opened, 0.0)
         else:  # its pace over the whole run, for a reader to set beside the rate offered
             records, span = self.output_records, self.last_output - self.first_output
         return {"caught_up": caught_up, "caught_up_after_s": self.opened - self.started if caught_up else None,

@@ -34,6 +34,9 @@ STOP_NOISE_LOGGERS = (
 )
 TASKS_END_S = 10.0  # a killed task that has not ended by then is left to log what it will
 BATCH_END_S = 10.0  # a micro-batch still running by then is killed, as at any stop
+# The stop's "Failed to cancel job group" comes from the scheduler's event loop, on its own thread,
+# even when no task was killed: an event queued at the stop, handled as soon as the loop gets to it.
+SCHEDULER_SETTLE_S = 0.5
 
 
 def stop_quietly(spark, query, between_batches: bool = False, tasks_end_s: float = TASKS_END_S) -> None:
@@ -91,13 +94,17 @@ def _logger_configs(jvm):
     return jvm.org.apache.logging.log4j.LogManager.getContext(False).getConfiguration().getLoggers()
 
 
-def running_tasks(spark) -> int:
-    """Tasks running on every executor, as Spark's status tracker knows them."""
-    return sum(info.numRunningTasks() for info in spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos())
+def task_sets(spark) -> int:
+    """The task sets Spark's scheduler still holds: a stage's stays until the last of its tasks has ended."""
+    return spark.sparkContext._jsc.sc().taskScheduler().rootPool().getSortedTaskSetQueue().size()
 
 
 def wait_for_tasks_to_end(spark, most_s: float) -> None:
-    """Wait, up to `most_s`, until no task runs: a killed task logs its abort before it ends."""
+    """Wait, up to `most_s`, until the scheduler holds no task set, then a moment for its event loop."""
+    # Not the status tracker's running tasks: it reads the UI's store, which its listener writes
+    # lazily, and it showed none running while four killed real-time tasks had yet to log "Lost
+    # task". The scheduler logs that before the task's set goes.
     deadline = time.monotonic() + most_s
-    while running_tasks(spark) and time.monotonic() < deadline:
+    while task_sets(spark) and time.monotonic() < deadline:
         time.sleep(0.1)
+    time.sleep(SCHEDULER_SETTLE_S)

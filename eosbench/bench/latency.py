@@ -15,11 +15,11 @@ Each arm is timed from its steady state. The feeder runs before the query starts
 starts, so every arm meets a backlog first; the observer also follows the arm's lag (the
 records between the input's end and the input offsets its readable output has reached, by the
 eos.src header), and the arm's window opens once that lag first falls to what a steady arm holds
-(`SteadyWindow`). Only records read from then on count, and records/s read is over the window's
-span, so it shows beside the offered rate whether the arm kept up. The time the arm took to
-catch up and the backlog it still held when its window opened are reported apart; an arm that
-never catches up within its time reports no latency figure, only that it did not and how far
-behind it ended.
+(`SteadyWindow`). Only records read from then on count, and records/s read runs from that
+opening to the last record, so it shows beside the offered rate whether the arm kept up. The
+time the arm took to catch up and the backlog it still held when its window opened are
+reported apart; an arm that never catches up within its time reports no latency figure, only
+that it did not and how far behind it ended.
 """
 
 from __future__ import annotations
@@ -236,7 +236,7 @@ def arm_lines(row: dict, seconds: int) -> list[str]:
     offered, load = f"{row['offered_records_per_sec']:,.0f} offered", f"load average {row['load_average']:.2f} at end"
     if not row["caught_up"]:
         behind = (f"{row['behind_at_end_records']:,} records ({row['behind_at_end_s']:.2f} s) behind at its last output"
-                  if row["behind_at_end_records"] is not None else "no output from every partition")
+                  if row["behind_at_end_records"] is not None else "some fed partition showed no output")
         return [f"  never caught up in {seconds} s: {behind}; no steady figures",
                 f"  {read} over its whole run, {offered}, {load}"]
     start = (f"  caught up after {row['caught_up_after_s']:.1f} s, {row['backlog_records']:,} records"

@@ -33,12 +33,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from conf.client_config import Connection, connection
-from conf.client_log import CLIENT_LOG
+from conf.client_config import Connection
 from conf.headers import SRC_HEADER, TXN_HEADER, txn_pipeline
 from conf.stream_settings import StreamSettings
 from streaming.sink_group import SinkPreconditionError
 from streaming.topic_index import records_to_end, source_position, topic_reader
+from streaming.verify import compacted_topics, wait_until_stable
 
 PROGRESS_EVERY_S = 5.0
 # Past this run's own transaction timeout, how long an open transaction may still take to end: the
@@ -65,52 +65,27 @@ class Evidence:
         return sorted(name for name, held in self.trimmed.items() if partition not in held)
 
 
-def compacted(bootstrap: str | Connection, topics: list[str]) -> list[str]:
-    """The topics whose cleanup.policy compacts (a principal that may not describe a topic's configuration learns nothing)."""
-    from concurrent.futures import TimeoutError as FutureTimeout
-
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
-
-    admin = AdminClient(connection(bootstrap).librdkafka(), logger=CLIENT_LOG)
-    found = []
-    for topic in topics:
-        try:
-            future = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
-            if "compact" in next(iter(future.values())).result(timeout=30)["cleanup.policy"].value:
-                found.append(topic)
-        except (KafkaException, KeyError, FutureTimeout):
-            continue
-    return found
-
-
 def await_stable(bootstrap: str | Connection, topics: list[str], timeout_s: float,
                  on_progress: Callable[[str], None] | None = None) -> None:
     """Return once every partition's last stable offset reaches the end offset it had at the call; refuse past timeout_s."""
-    from streaming.verify import stable_and_end_offsets
-
     existing = [topic for topic in topics if _exists(bootstrap, topic)]
-    targets = {(topic, p): end for topic in existing for p, (_, end) in stable_and_end_offsets(bootstrap, topic).items()}
-    started = reported = time.monotonic()
-    while True:
-        behind = {(topic, p): (lso, targets[(topic, p)]) for topic in existing
-                  for p, (lso, _) in stable_and_end_offsets(bootstrap, topic).items() if lso < targets[(topic, p)]}
-        if not behind:
-            return
-        (topic, p), (lso, end) = min(behind.items())
-        waited = time.monotonic() - started
-        if waited > timeout_s:
-            raise SinkPreconditionError(
-                f"{topic}[{p}] still has a transaction open after {waited:.0f} s (last stable offset {lso}, end {end}):"
-                " a read_committed reader cannot see the records committed after it, so where the pipeline left its"
-                " input cannot be read yet. It is not one of this pipeline's transactions, which end within this"
-                " run's transaction.timeout.ms; start again once its producer has committed or aborted it")
+    reported = time.monotonic()
+
+    def progress(behind: dict[tuple[str, int], tuple[int, int]], waited: float) -> None:
+        nonlocal reported
         if on_progress and time.monotonic() - reported >= PROGRESS_EVERY_S:
             reported = time.monotonic()
+            (topic, p), (lso, end) = min(behind.items())
             on_progress(f"waiting for the transactions open on {len(behind)} partition(s) of {', '.join(existing)} to"
-                        f" end (first: {topic}[{p}], last stable offset {lso} of {end}), at most {timeout_s - waited:.0f}"
-                        " s more")
-        time.sleep(0.5)
+                        f" end (first: {topic}[{p}], last stable offset {lso} of {end}), at most"
+                        f" {timeout_s - waited:.0f} s more")
+    hanging = wait_until_stable(bootstrap, existing, timeout_s, on_wait=progress)
+    if hanging:
+        raise SinkPreconditionError(
+            f"{hanging[0]}: a transaction is still open there, and a read_committed reader cannot see the records"
+            " committed after it, so where the pipeline left its input cannot be read yet. It is not one of this"
+            " pipeline's transactions, which end within this run's transaction.timeout.ms; start again once its"
+            " producer has committed or aborted it")
 
 
 def _exists(bootstrap: str | Connection, topic: str) -> bool:
@@ -125,7 +100,7 @@ def _exists(bootstrap: str | Connection, topic: str) -> bool:
 def read_evidence(bootstrap: str | Connection, input_topic: str, topics: list[str], pipeline: str,
                   settle_timeout_s: float, on_progress: Callable[[str], None] | None = None) -> Evidence:
     """Read the pipeline's evidence from the topics (output, dead letters), refusing a compacted one and waiting out open transactions."""
-    folded = compacted(bootstrap, topics)
+    folded = compacted_topics(bootstrap, topics)
     if folded:
         raise SinkPreconditionError(
             f"{folded[0]} is compacted (cleanup.policy=compact): compaction may have removed any record, a partition's"

@@ -29,6 +29,7 @@ it uses `streaming.live_ledger` instead, which also judges only the new records;
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from confluent_kafka import Consumer
 
@@ -172,22 +173,27 @@ def compacted_topics(bootstrap: str | Connection, topics: list[str]) -> list[str
     return sorted(compacted, key=topics.index)
 
 
-def wait_until_stable(bootstrap: str | Connection, topics: list[str], timeout_s: float) -> list[str]:
+def wait_until_stable(bootstrap: str | Connection, topics: list[str], timeout_s: float,
+                      on_wait: Callable[[dict[tuple[str, int], tuple[int, int]], float], None] | None = None) -> list[str]:
     """Find hanging transactions in a running pipeline; return one line per hanging partition.
 
     Open transactions are normal while producers run, so a snapshot of end offsets is taken and
     each partition's last stable offset must reach it within the timeout: every transaction open
-    at the snapshot must end (commit, abort or time out) by then.
+    at the snapshot must end (commit, abort or time out) by then. `on_wait` is told, at every look
+    that finds some still open, each such (topic, partition)'s (last stable offset, target) and the
+    seconds waited.
     """
     targets = {(topic, p): end for topic in topics for p, (_, end) in stable_and_end_offsets(bootstrap, topic).items()}
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
     while True:
         behind = {}
         for topic in {t for t, _ in targets}:
             for p, (lso, _) in stable_and_end_offsets(bootstrap, topic).items():
                 if lso < targets.get((topic, p), 0):
                     behind[(topic, p)] = lso
-        if not behind or time.monotonic() > deadline:
+        if not behind or time.monotonic() - started > timeout_s:
             return [f"{topic}[{p}]: last stable offset {lso} still below {targets[(topic, p)]} after {timeout_s:g} s"
                     for (topic, p), lso in sorted(behind.items())]
+        if on_wait:
+            on_wait({key: (lso, targets[key]) for key, lso in behind.items()}, time.monotonic() - started)
         time.sleep(0.5)

@@ -124,8 +124,9 @@ def test_an_open_foreign_transaction_stops_the_restart_and_other_pipelines_recor
     other.begin_transaction()  # a writer that is not this pipeline keeps a transaction open on the output
     other.produce(sink, b"v", b"k", partition=0)
     assert other.flush(30) == 0
-    with pytest.raises(SinkPreconditionError, match=rf"^{sink}\[0\] still has a transaction open after \d+ s .* It is"
-                                                    r" not one of this pipeline's transactions") as refused:
+    with pytest.raises(SinkPreconditionError, match=rf"^{sink}\[0\]: last stable offset \d+ still below \d+ after 2 s: a"
+                                                    r" transaction is still open there, .* It is not one of this"
+                                                    r" pipeline's transactions") as refused:
         starts(bootstrap, source, sink, f"app-{sink}", settle_timeout_s=2.0)
     assert "\n" not in str(refused.value)
     other.abort_transaction(30)

@@ -143,6 +143,7 @@ public class ObjectStoreCheckpointFileManager extends FileSystemBasedCheckpointF
         String[] rest = new GenericOptionsParser(conf, args).getRemainingArgs();
         Path path = new Path(rest[1]);
         if (rest[0].equals("race")) {
+            path.getFileSystem(conf).mkdirs(path.getParent());  // as Spark's log makes its folder before any entry
             CheckpointFileManager manager = path.toUri().getScheme().equals("s3a")
                     ? new ObjectStoreCheckpointFileManager(path.getParent(), conf)
                     : new FileContextBasedCheckpointFileManager(path.getParent(), conf);

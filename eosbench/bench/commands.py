@@ -227,6 +227,10 @@ def add_bench_parser(commands) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Handle `eosbench bench writes|produce|streaming|spark|protocol|sweep`."""
+    # A SIGTERM runs every bench's clean-up as Ctrl-C does: a sweep stops its brokers and keeps its
+    # finished rows, protocol puts transaction.version back, and spark and latency kill their feeders
+    # (a bench stopped by SIGTERM used to leave its feeding producer running).
+    interrupt_on_stop_signals()
     # --command-config is read once, here; a sweep without --bootstrap-server runs its own clusters.
     bootstrap = None if args.bench_command == "sweep" and not args.bootstrap else kafka_connection(args)
     if args.bench_command == "writes":
@@ -242,7 +246,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from conf.workload_settings import load_workload
         from eosbench.bench.sweep import run_sweep
 
-        interrupt_on_stop_signals()  # a SIGTERM still stops the sweep's brokers and keeps its finished rows
         if args.command_config and not args.bootstrap:
             raise BadInput("--command-config needs --bootstrap-server: without it the sweep runs its own PLAINTEXT"
                            " clusters")
@@ -253,7 +256,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         if args.output_json is not None and (problem := output_file_problem(args.output_json)):
             raise BadInput(f"--output-json {args.output_json}: {problem}")
-        interrupt_on_stop_signals()  # a SIGTERM still puts the transaction.version feature back
         protocol.run(bootstrap, sorted(set(args.sizes)), args.transactions, args.engines, args.results_dir,
                      args.output_json)
     elif args.bench_command == "checkpoint":

@@ -9,7 +9,7 @@ from conf.client_config import COMMAND_CONFIG_HELP
 from conf.metrics_endpoint import DEFAULT_METRICS_HOST, metrics_url
 from conf.local_servers import DEFAULT_CLIENT_PORT
 from conf.settings import linger_for_final_scrape, metrics_linger_seconds
-from eosbench.console.arguments import duration, positive_int, renamed_flag, state_dir_flag
+from eosbench.console.arguments import duration, non_negative_int, positive_int, renamed_flag, state_dir_flag
 from eosbench.console.errors import EXIT_CHECK_FAILED, interrupt_on_stop_signals
 from eosbench.soak.faults import DEFAULT_FAULTS, FAULT_KINDS, default_faults
 from eosbench.soak.options import PIPELINES, SoakOptions
@@ -67,6 +67,9 @@ def add_soak_parser(commands) -> None:
                       help="the producer's delivery.timeout.ms; pause-broker stops a broker 4 s longer")
     soak.add_argument("--metrics-port", type=int, default=defaults.metrics_port,
                       help="producer /metrics; the stream uses +1 and the soak +2 (default: %(default)s)")
+    soak.add_argument("--metrics-linger", type=non_negative_int, metavar="SECONDS",
+                      help="keep the soak's own /metrics up this long after its report, so the final verify is"
+                           " scraped (default: two scrape intervals of conf/prometheus/prometheus.yml; 0 exits at once)")
     soak.add_argument("--results-dir", type=Path, default=Path("results"),
                       help="the report, logs and checkpoint go to <DIR>/soak/<run id>")
     # The old spelling named the run's own folder; kept hidden for a release, with that meaning.
@@ -123,6 +126,6 @@ def cmd_soak(args: argparse.Namespace) -> int:
           f" report in {soak.output_dir}")
     # The producer and stream are killed (their endpoints go with them); the soak's own carries
     # the final verify, which the verify-failure alert must see.
-    linger_for_final_scrape(metrics_linger_seconds(args.metrics_port, None), metrics_url(DEFAULT_METRICS_HOST,
-                                                                                         args.metrics_port + 2, None))
+    linger_for_final_scrape(metrics_linger_seconds(args.metrics_port, args.metrics_linger),
+                            metrics_url(DEFAULT_METRICS_HOST, args.metrics_port + 2, None))
     return 0 if report.ok else EXIT_CHECK_FAILED

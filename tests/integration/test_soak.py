@@ -102,7 +102,8 @@ def test_realtime_mode_on_three_sasl_ssl_brokers_survives_every_local_fault_kind
     try:
         report = run_soak(tmp_path, "--brokers", "3", "--security", "sasl-ssl", "--trigger", "realtime:5 seconds",
                           "--partitions", "2", "--faults", ",".join(REALTIME_FAULTS), "--gate-records", "600",
-                          "--max-faults", str(len(REALTIME_FAULTS)), duration="12m", timeout=960)
+                          "--max-faults", str(len(REALTIME_FAULTS)), "--metrics-linger", "2", duration="12m",
+                          timeout=960)
         for board, title, expr in dashboard_queries("soak.json"):
             assert_plausible(highest_in_the_last_10_minutes(prometheus, expr), f"{board} / {title}: {expr}")
         injected = highest_in_the_last_10_minutes(
@@ -140,7 +141,7 @@ def test_kafkas_copier_survives_a_copier_kill_and_a_producer_restart(tmp_path):
     faults = ("kill-driver", "restart-producer")
     report = run_soak(tmp_path, "--pipeline", "java-copier", "--faults", ",".join(faults), "--partitions", "2",
                       "--throughput", "200", "--records-per-transaction", "100", "--gate-records", "200",
-                      "--max-faults", str(len(faults)), duration="150s", timeout=240)
+                      "--max-faults", str(len(faults)), "--metrics-linger", "0", duration="150s", timeout=240)
     assert_clean(report, tmp_path, matched_by_key=True)
     assert [fault["kind"] for fault in report["faults"]] == list(faults)  # the seeded round robin's order
     killed, restarted = (fault["detail"] for fault in report["faults"])
@@ -167,7 +168,8 @@ def test_slot_scope_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_wor
         report = run_soak(tmp_path, "--master", cluster.settings.master_url, "--spark-state-dir", str(spark_state),
                           "--hdfs", "--hdfs-port", str(SOAK_HDFS_PORT), "--hdfs-state-dir", str(hdfs_state),
                           "--faults", ",".join(CLUSTER_FAULTS), "--gate-records", "600", "--txn-scope", "slot",
-                          "--max-faults", str(len(CLUSTER_FAULTS)), duration="8m", timeout=720)
+                          "--max-faults", str(len(CLUSTER_FAULTS)), "--metrics-linger", "0", duration="8m",
+                          timeout=720)
         assert cluster.master_state()["completedapps"] or cluster.master_state()["activeapps"]
         checkpoint = f"{hdfs.uri}/eosbench/soak/checkpoint-{report['run_id']}"
         listed = fs_shell("-ls", "-C", checkpoint).stdout.split()

@@ -14,6 +14,7 @@ import random
 import signal
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -282,7 +283,12 @@ def restart_hdfs(soak: SoakUnderFaults, occurrence: int) -> str:
     soak restarts the stream, which resumes from the checkpoint the NameNode replayed.
     """
     pause_s = seeded_pause_s(soak, "restart-hdfs", occurrence)
-    pid = soak.hdfs.restart_namenode(pause_s)
+    with ThreadPoolExecutor(1) as restarting:
+        restarted = restarting.submit(soak.hdfs.restart_namenode, pause_s)
+        # The stream dies on the outage at once; its relaunch meanwhile reaches HDFS only once its
+        # session is up, tens of seconds after the NameNode is back, so it need not wait for it.
+        soak.wait_for(restarted.done, soak.hdfs.READY_TIMEOUT_S + pause_s, "the NameNode to restart")
+        pid = restarted.result()
     return f"SIGKILL HDFS NameNode pid {pid}; restarted after {pause_s:g} s"
 
 

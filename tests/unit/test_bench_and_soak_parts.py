@@ -7,6 +7,7 @@ import http.server
 import json
 import socket
 import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -447,19 +448,29 @@ def test_the_soaks_checkpoint_folder_is_the_flag_else_its_hdfs_else_the_runs_fol
 
 
 def test_restart_hdfs_kills_the_namenode_and_restarts_it_after_a_pause_seeded_by_seed_and_occurrence():
-    pauses = []
+    pauses, waits = [], []
 
     class FakeHdfs:
+        READY_TIMEOUT_S = 120.0
+
         def restart_namenode(self, pause_s: float) -> int:
             pauses.append(pause_s)
             return 4242
 
+    def wait_for(condition, timeout_s: float, what: str) -> bool:
+        while not condition():
+            time.sleep(0.01)
+        waits.append(what)
+        return True
+
     def inject(seed: int, occurrence: int) -> str:
         soak = SimpleNamespace(options=SoakOptions(duration_s=60, faults=("restart-hdfs",), seed=seed, hdfs=True),
-                               hdfs=FakeHdfs())
+                               hdfs=FakeHdfs(), wait_for=wait_for)
         return FAULTS["restart-hdfs"].inject(soak, occurrence)
 
     details = [inject(7, 0), inject(7, 1), inject(7, 0), inject(8, 0)]
+    # The soak's own wait, which restarts the stream that died on the outage while the NameNode comes back.
+    assert waits == ["the NameNode to restart"] * 4
     assert pauses[0] == pauses[2] and len({pauses[0], pauses[1], pauses[3]}) == 3
     assert all(1.0 <= pause <= 5.0 for pause in pauses)
     assert details[0] == f"SIGKILL HDFS NameNode pid 4242; restarted after {pauses[0]:g} s"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -98,12 +99,16 @@ def test_realtime_mode_on_three_sasl_ssl_brokers_survives_every_local_fault_kind
     prometheus = LocalPrometheus(tmp_path / "prometheus", port=SOAK_PROMETHEUS_PORT, interval="1s", targets={
         "eosbench-producer": SOAK_METRICS_PORT, "eosbench-stream": SOAK_METRICS_PORT + 1,
         "eosbench-soak": SOAK_METRICS_PORT + 2})
-    prometheus.start()
+    # The soak serves no metrics before its three brokers are up: Prometheus starts meanwhile.
+    starting = ThreadPoolExecutor(1)
+    prometheus_up = starting.submit(prometheus.start)
+    starting.shutdown(wait=False)  # the start already submitted runs on
     try:
         report = run_soak(tmp_path, "--brokers", "3", "--security", "sasl-ssl", "--trigger", "realtime:5 seconds",
                           "--partitions", "2", "--faults", ",".join(REALTIME_FAULTS), "--gate-records", "600",
                           "--max-faults", str(len(REALTIME_FAULTS)), "--metrics-linger", "2", duration="12m",
                           timeout=960)
+        prometheus_up.result()
         for board, title, expr in dashboard_queries("soak.json"):
             assert_plausible(highest_in_the_last_10_minutes(prometheus, expr), f"{board} / {title}: {expr}")
         injected = highest_in_the_last_10_minutes(
@@ -118,6 +123,7 @@ def test_realtime_mode_on_three_sasl_ssl_brokers_survives_every_local_fault_kind
         assert [float(series["value"][1]) for series in renamed] == [report["timeline"][-1][1]]
         assert prometheus.query('ALERTS{alertname="EosbenchVerifyFailed"}[10m]') == []
     finally:
+        prometheus_up.exception()  # a start still under way would leave its server behind the stop
         prometheus.stop()
     assert_clean(report, tmp_path, realtime=True)
     assert sorted(fault["kind"] for fault in report["faults"]) == sorted(REALTIME_FAULTS)
@@ -162,8 +168,9 @@ def test_slot_scope_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_wor
                                                      state_dir=spark_state))
     # Started here, not by the soak, so that it outlives the soak and its checkpoint can be looked at.
     hdfs = LocalHdfs(HdfsSettings(port=SOAK_HDFS_PORT, state_dir=hdfs_state))
-    cluster.start()
-    hdfs.start()
+    with ThreadPoolExecutor(2) as starting:  # two sets of JVM daemons, each waited for alone: their start-ups overlap
+        for started in [starting.submit(cluster.start), starting.submit(hdfs.start)]:
+            started.result()
     try:
         report = run_soak(tmp_path, "--master", cluster.settings.master_url, "--spark-state-dir", str(spark_state),
                           "--hdfs", "--hdfs-port", str(SOAK_HDFS_PORT), "--hdfs-state-dir", str(hdfs_state),
@@ -174,8 +181,9 @@ def test_slot_scope_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_wor
         checkpoint = f"{hdfs.uri}/eosbench/soak/checkpoint-{report['run_id']}"
         listed = fs_shell("-ls", "-C", checkpoint).stdout.split()
     finally:
-        cluster.stop()
-        hdfs.stop()
+        with ThreadPoolExecutor(2) as stopping:
+            for stopped in [stopping.submit(cluster.stop), stopping.submit(hdfs.stop)]:
+                stopped.result()
     assert_clean(report, tmp_path)
     assert report["options"]["txn_scope"] == "slot", "slot scope holds through an executor's and a worker's kill"
     assert sorted(listed) == [f"{checkpoint}/{entry}" for entry in ("commits", "metadata", "offsets", "sources")]

@@ -28,6 +28,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
@@ -110,9 +111,11 @@ class Soak:
             if self.spark_cluster:
                 self.spark_cluster.start()
             replication = min(3, o.brokers)
-            for topic, partitions in ((p.input_topic, o.partitions), (p.output_topic, o.partitions),
-                                      (p.dead_letter_topic, 1)):
-                create_topic(self.bootstrap, topic, partitions, replication)
+            topics = ((p.input_topic, o.partitions), (p.output_topic, o.partitions), (p.dead_letter_topic, 1))
+            with ThreadPoolExecutor(len(topics)) as creating:  # each waits for its leaders: the three side by side
+                for created in [creating.submit(create_topic, self.bootstrap, topic, partitions, replication)
+                                for topic, partitions in topics]:
+                    created.result()
             self.metrics.serve(o.metrics_port + 2)
             sampler = self.sampler = ProgressSampler(self.bootstrap, p.app_id, p.input_topic, o.partitions,
                                                      self.started)

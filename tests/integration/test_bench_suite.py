@@ -1,5 +1,10 @@
 """The benchmark suite end to end on the session broker: the plain-client streaming bench copies
-exactly, and the smoke sweep leaves sane rows in the Delta table plus every plot and a summary."""
+exactly, and the smoke sweep leaves sane rows in the Delta table plus every plot and a summary.
+
+The benches that use Spark run in this process, on the session's SparkSession: as subprocesses
+each started a Python and a JVM of its own, 10-15 s a start on two cores, and `report` was little
+more than that. The interrupted sweep stays a process of its own: what it checks is a real SIGTERM.
+"""
 
 from __future__ import annotations
 
@@ -13,29 +18,46 @@ from collections import Counter
 import pytest
 
 from eosbench.bench import results
+from eosbench.cli import main
 from eosbench.console.errors import EXIT_INTERRUPTED
 from eosbench.local.environment import port_accepts_connections
 from tests.integration.kafka_reads import read_all, sequence_numbers
-from tests.unit.test_cli_errors import run_eosbench
 
 
-def test_streaming_bench_copies_every_record_once_in_every_mode_and_times_every_transaction_visible(bootstrap, tmp_path):
+def run_in_process(capfd, *args: str) -> subprocess.CompletedProcess:
+    """Run one eosbench command in this process, capturing what it and Spark's JVM print; pytest keeps its signals."""
+    # A sweep turns SIGTERM into KeyboardInterrupt for its own clean-up; the session must not inherit that.
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    capfd.readouterr()
+    try:
+        code = main(list(args))
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(["eosbench", *args], code, out, err)
+
+
+WARMUP_UNITS, MEASURED_UNITS = 10, 20
+
+
+def test_streaming_bench_copies_every_record_once_in_every_mode_and_times_every_transaction_visible(
+        bootstrap, spark, capfd, tmp_path):
     producer_properties = tmp_path / "producer.properties"
     producer_properties.write_text("# back off less after CONCURRENT_TRANSACTIONS\nretry.backoff.ms=5\n")
-    completed = run_eosbench("bench", "streaming", "--bootstrap-server", bootstrap, "--warmup", "10",
-                             "--iterations", "60", "--records-per-transaction", "3", "--partitions", "2",
-                             "--pre-register-partitions", "--observe-visibility",
-                             "--producer-config", str(producer_properties), "--results-dir", str(tmp_path),
-                             timeout=300)
+    completed = run_in_process(capfd, "bench", "streaming", "--bootstrap-server", bootstrap, "--warmup",
+                               str(WARMUP_UNITS), "--iterations", str(MEASURED_UNITS), "--records-per-transaction",
+                               "3", "--partitions", "2", "--pre-register-partitions", "--observe-visibility",
+                               "--producer-config", str(producer_properties), "--results-dir", str(tmp_path))
     assert completed.returncode == 0, completed.stderr[-2000:]
     report = json.loads(next(tmp_path.glob("streaming-*.json")).read_text())
     input_ids = Counter(sequence_numbers(read_all(bootstrap, report["input_topic"])))
-    assert sum(input_ids.values()) == (10 + 60) * 3
+    assert sum(input_ids.values()) == (WARMUP_UNITS + MEASURED_UNITS) * 3
     assert report["producer_config"] == {"retry.backoff.ms": "5"}
     # tx runs on librdkafka; tx-kafka-python and tx-prereg on kafka-python, pre-registration off and on.
     assert list(report["modes"]) == ["base", "tx", "tx-kafka-python", "tx-prereg"]
     for mode in report["modes"]:
-        assert report["modes"][mode]["iterations"] == 60
+        assert report["modes"][mode]["iterations"] == MEASURED_UNITS
         output = f"{report['input_topic']}-{mode}-{report['run_id']}"
         assert Counter(sequence_numbers(read_all(bootstrap, output))) == input_ids, mode
     assert report["tx_over_base"]["mean_latency"] > 0
@@ -51,15 +73,15 @@ def test_streaming_bench_copies_every_record_once_in_every_mode_and_times_every_
     # Every tx mode, on either client, stamps eos.txn; the observer pairs each measured commit with its records.
     assert sorted(report["visibility"]) == ["tx", "tx-kafka-python", "tx-prereg"]
     for mode, seen in report["visibility"].items():
-        assert (seen["samples"] + seen["left_out"], seen["unseen"]) == (60, 0), (mode, seen)
+        assert (seen["samples"] + seen["left_out"], seen["unseen"]) == (MEASURED_UNITS, 0), (mode, seen)
         assert seen["samples"] > 0 and 0 <= seen["p50_ms"] <= seen["p99_ms"] <= seen["max_ms"], (mode, seen)
         assert f"visibility {mode} (commit returned to read_committed sees it), {seen['samples']:,} transactions:" \
             in completed.stdout
 
 
-def test_smoke_sweep_writes_rows_plots_and_a_summary(bootstrap, spark, tmp_path):
-    completed = run_eosbench("bench", "sweep", "--workload", "conf/workloads/smoke.yaml", "--bootstrap-server",
-                             bootstrap, "--results-dir", str(tmp_path), timeout=400)
+def test_smoke_sweep_writes_rows_plots_and_a_summary(bootstrap, spark, capfd, tmp_path):
+    completed = run_in_process(capfd, "bench", "sweep", "--workload", "conf/workloads/smoke.yaml",
+                               "--bootstrap-server", bootstrap, "--results-dir", str(tmp_path))
     assert completed.returncode == 0, completed.stderr[-2000:]
     rows = results.read_rows(spark, tmp_path)
     run_id = rows[0]["run_id"]
@@ -96,7 +118,7 @@ def test_smoke_sweep_writes_rows_plots_and_a_summary(bootstrap, spark, tmp_path)
     assert summary.startswith(f"# Sweep {run_id} (smoke)") and "## Targets" in summary
     assert "kafka-eos / kafka-alo, 1,000/txn, r=0.0" in summary and "producer goodput at r=0.5" in summary
 
-    again = run_eosbench("report", "--results-dir", str(tmp_path), "--run-id", run_id, timeout=200)
+    again = run_in_process(capfd, "report", "--results-dir", str(tmp_path), "--run-id", run_id)
     assert again.returncode == 0, again.stderr[-1000:]
     assert (plots / "summary.md").read_text() == summary
 
@@ -140,17 +162,21 @@ def test_sigterm_stops_the_sweeps_broker_and_keeps_the_cells_it_finished(spark, 
     assert not port_accepts_connections(INTERRUPTED_SWEEP_PORT), "the sweep left its broker running"
 
 
-def test_spark_bench_runs_both_sinks_available_now_and_at_a_1s_trigger(bootstrap, spark, tmp_path):
-    completed = run_eosbench("bench", "spark", "--bootstrap-server", bootstrap, "--records", "10000",
-                             "--partitions", "2", "--max-offsets-per-trigger", "2500", "--rounds", "1",
-                             "--sink", "kafka-eos", "kafka-alo", "--latency-seconds", "0", "--trigger-seconds", "6",
-                             "--results-dir", str(tmp_path), timeout=600)
+SPARK_BENCH_RECORDS = 2000
+
+
+def test_spark_bench_runs_both_sinks_available_now_and_at_a_1s_trigger(bootstrap, spark, capfd, tmp_path):
+    # Two batches a drain: the bench warms each sink up on ten times as many batches of a tenth the size.
+    completed = run_in_process(capfd, "bench", "spark", "--bootstrap-server", bootstrap, "--records",
+                               str(SPARK_BENCH_RECORDS), "--partitions", "2", "--max-offsets-per-trigger",
+                               str(SPARK_BENCH_RECORDS // 2), "--rounds", "1", "--sink", "kafka-eos", "kafka-alo",
+                               "--latency-seconds", "0", "--trigger-seconds", "6", "--results-dir", str(tmp_path))
     assert completed.returncode == 0, completed.stderr[-3000:]
-    assert "StackOverflowError" not in completed.stderr  # the timed stops end cleanly
+    assert "StackOverflowError" not in completed.stderr  # the timed stops end cleanly (capfd holds the JVM's stderr)
     report = json.loads(next(tmp_path.glob("spark-bench-*.json")).read_text())
     source = f"eosbench-spark-bench-{report['run_id']}"
     input_ids = Counter(sequence_numbers(read_all(bootstrap, source)))
-    assert sum(input_ids.values()) == 10000
+    assert sum(input_ids.values()) == SPARK_BENCH_RECORDS
     for variant in ("kafka-eos", "kafka-alo"):  # a fault-free drain: both sinks copy the input exactly
         assert Counter(sequence_numbers(read_all(bootstrap, f"{source}-{variant}-r1"))) == input_ids, variant
         assert report["median_records_per_sec"][variant] > 0

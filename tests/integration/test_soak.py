@@ -7,18 +7,29 @@ broker) on ports of its own, through the command line, and is judged from its JS
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from conf.local_servers import HdfsSettings, SparkClusterSettings
+from conf.stream_settings import StreamSettings
+from eosbench.local.broker import LocalCluster
+from eosbench.local.executor_env import ARCHIVE_NAME
 from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.hdfs import LocalHdfs
 from eosbench.local.prometheus_server import LocalPrometheus
+from eosbench.local.s3 import LocalS3
 from eosbench.local.spark_cluster import StandaloneCluster
+from eosbench.local.yarn import LocalYarn, application_of
+from producers.resume import find_resume_point
 from tests.integration.dashboard_queries import assert_plausible, dashboard_queries
+from tests.integration.produce_helpers import produce
+from tests.integration.stream_checks import assert_exactly_once
 from tests.unit.test_cli_errors import run_eosbench
 
 SOAK_BROKER_PORT = 29092
@@ -215,8 +226,9 @@ def test_slot_scope_on_yarn_with_its_checkpoint_on_s3_survives_container_nodeman
     assert report["options"]["master"] == "yarn" and report["options"]["txn_scope"] == "slot"
     details = {fault["kind"]: fault["detail"] for fault in report["faults"]}
     assert sorted(details) == sorted(YARN_S3_FAULTS), [f["kind"] for f in report["faults"]]
-    assert re.fullmatch(r"SIGKILL executor container container_\S+ \(pid [0-9, ]+\); YARN asked for a replacement",
-                        details["kill-container"]), details
+    killed = re.fullmatch(r"SIGKILL executor container (container_\S+) \(pid [0-9, ]+\); YARN asked for a replacement",
+                          details["kill-container"])
+    assert killed, details
     assert details["restart-nodemanager"].startswith("SIGKILL YARN NodeManager pid"), details
     assert details["restart-s3"].endswith("its objects kept"), details
     # The checkpoint is on S3, kept through the server's restart, in the soak's run folder there.
@@ -227,3 +239,75 @@ def test_slot_scope_on_yarn_with_its_checkpoint_on_s3_survives_container_nodeman
     secret = s3_server.credentials()[1].encode()
     kept = [path for path in (tmp_path / "report").rglob("*") if path.is_file() and secret in path.read_bytes()]
     assert kept == [], "no file the soak leaves holds the S3 secret"
+    # An empty folder of the bucket is, to S3A and Spark, the checkpoint deleted, without an FsShell JVM to delete it.
+    restart_after_a_lost_checkpoint_on_yarn(report["run_id"], application_of(killed[1]), f"{checkpoint}-lost",
+                                            tmp_path, yarn_cluster, s3_server)
+
+
+def restart_after_a_lost_checkpoint_on_yarn(run_id: str, soak_application: str, checkpoint: str, tmp_path: Path,
+                                            yarn_cluster: LocalYarn, s3_server: LocalS3) -> None:
+    """`eosbench stream --master yarn` resumes the soak's group from an empty `checkpoint`, on the soak's archive."""
+    # Here rather than in a test of its own: the soak has already paid for a first application and its
+    # localization (18-35 s for a fresh NodeManager to unpack the archive), so this costs one application's
+    # start. The stream runs as `eosbench` does from a shell: a child process whose JVM gets the
+    # HADOOP_CONF_DIR that --yarn-state-dir names (none is inherited), so the flag alone finds the ResourceManager.
+    cluster = LocalCluster.from_state_dir(tmp_path / "cluster")  # the soak's broker, which it stopped at its end
+    cluster.start()
+    try:
+        bootstrap = cluster.settings.bootstrap_servers
+        settings = StreamSettings(input_topic=f"soak-{run_id}-in", output_topic=f"soak-{run_id}-out",
+                                  bootstrap_server=bootstrap, app_id=f"soak-{run_id}", checkpoint=checkpoint)
+        # What the NodeManager unpacked for the soak's application (its AM attempt after restart-nodemanager,
+        # which empties the NodeManager's caches).
+        local_dirs = yarn_cluster.settings.local_dirs.resolve()
+        unpacked_by_the_soak = unpacked_archives(local_dirs)
+        assert len(unpacked_by_the_soak) == 1, unpacked_by_the_soak
+        # 3,000 more sequence numbers of the soak's load, 30 % of them in aborted transactions.
+        soak_produced, _ = find_resume_point(bootstrap, settings.input_topic, run_id)
+        more = produce(bootstrap, settings.input_topic, soak_produced + 3_000, records_per_transaction=300,
+                       abort_ratio=0.3, seed=9, resume=True, run_id=run_id)
+        assert more.first_seq == soak_produced > 0 and more.records_committed > 0
+        environment = {name: value for name, value in os.environ.items() if name != "HADOOP_CONF_DIR"}
+        completed = subprocess.run([sys.executable, "-m", "eosbench.cli",
+            "stream", "--master", "yarn", "--yarn-state-dir", str(yarn_cluster.settings.state_dir),
+            "--input-topic", settings.input_topic, "--output-topic", settings.output_topic, "--app-id", settings.app_id,
+            "--bootstrap-server", bootstrap, "--checkpoint", checkpoint, "--s3a-config",
+            str(s3_server.settings.credentials_file), "--txn-scope", "slot", "--starting-offsets", "group",
+            "--report-python",
+            # One 2-core executor (a 1 GB container with overhead) and a small AM: one JVM fewer than
+            # two executors on a two-core machine, and every task still runs in a YARN container.
+            "--conf", "spark.executor.instances=1", "--conf", "spark.executor.cores=2",
+            "--conf", "spark.executor.memory=512m", "--conf", "spark.yarn.am.memory=256m",
+            "--conf", "spark.driver.memory=512m"], capture_output=True, text=True, timeout=300, env=environment)
+        assert completed.returncode == 0, completed.stderr[-3000:]
+        assert s3_server.credentials()[1] not in completed.stdout + completed.stderr
+        summary = json.loads(completed.stdout[completed.stdout.index("{\n"):])
+        assert summary["records_in"] == summary["records_out"] == more.records_committed, \
+            "only what came after the group's offsets is read"
+        assert_exactly_once(bootstrap, settings)
+    finally:
+        cluster.stop()
+    # Each task ran <local-dirs>/usercache/<user>/appcache/<application>/<container>/environment/bin/python:
+    # the ./environment link YARN makes in a container's own folder, to the archive it unpacked.
+    container_folder = re.compile(rf"{re.escape(str(local_dirs))}/usercache/[^/]+/appcache/"
+                                  r"(application_[0-9]+_[0-9]+)/(container_[0-9e_]+)")
+    tasks = summary["python"]["tasks"]
+    assert len(tasks) == 2
+    for task in tasks:
+        folder = task["executable"].removesuffix("/environment/bin/python")
+        match = container_folder.fullmatch(folder)
+        assert match, task
+        assert application_of(match[2]) == match[1] != soak_application, (task, soak_application)
+        assert task["streaming"] == f"{folder}/environment/lib/python3.11/site-packages/streaming/__init__.py", task
+    # YARN localized the archive once: the new application's links lead to the copy unpacked for the
+    # soak's, and no other. Spark used to copy the archive into each application's staging folder: a
+    # new path, a new copy.
+    assert unpacked_archives(local_dirs) == unpacked_by_the_soak
+    assert {task["environment"] for task in tasks} == {str(unpacked_by_the_soak[0])}, (tasks, unpacked_by_the_soak)
+    assert (unpacked_by_the_soak[0] / "bin" / "python").exists()
+
+
+def unpacked_archives(local_dirs: Path) -> list[Path]:
+    """The NodeManager's unpacked copies of the archive: public, or a user's private ones, as its folders allow."""
+    return [*local_dirs.glob(f"filecache/*/{ARCHIVE_NAME}"),
+            *local_dirs.glob(f"usercache/*/filecache/*/{ARCHIVE_NAME}")]

@@ -7,6 +7,7 @@ SIGKILL mid-epoch and broker kills mid-transaction are the real-time CI soak's r
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +16,6 @@ import pytest
 from confluent_kafka import Producer
 
 from conf.stream_settings import StreamSettings
-from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.kafka_admin import create_topic
 from streaming import job
 from streaming.quiet_stop import STOP_NOISE_LOGGERS
@@ -23,7 +23,7 @@ from streaming.sink_group import SinkPreconditionError
 from streaming.verify import verify
 from tests.integration.kafka_reads import read_all
 from tests.integration.produce_helpers import produce
-from tests.integration.stream_checks import assert_exactly_once
+from tests.integration.stream_checks import assert_exactly_once, local_checkpoint
 
 
 @contextmanager
@@ -92,7 +92,7 @@ def test_realtime_writer_is_exactly_once_through_a_stop_mid_epoch_and_a_lost_che
     assert replayed.latency_p99_ms > 0
     assert_exactly_once(bootstrap, settings, expect_dead=3)
 
-    fs_shell("-rm", "-r", "-f", settings.checkpoint_uri)
+    shutil.rmtree(local_checkpoint(settings))
     last = produce(bootstrap, settings.input_topic, 9_000, records_per_transaction=100, abort_ratio=0.3, seed=9,
                    resume=True)
     resumed = job.run(spark, realtime_pipeline(trigger="realtime:5 seconds", timeout_s=7.0, starting_offsets="group"))
@@ -136,7 +136,7 @@ def test_a_resumed_realtime_query_whose_group_offsets_vanished_is_refused_and_ou
     untouched = verify(bootstrap, settings.input_topic, settings.output_topic, None, settings.dead_letter)
     assert untouched.violations == [] and untouched.output_committed == first.output_committed
 
-    fs_shell("-rm", "-r", "-f", settings.checkpoint_uri)
+    shutil.rmtree(local_checkpoint(settings))
     more = produce(bootstrap, settings.input_topic, 7_000, records_per_transaction=250, abort_ratio=0.3, seed=8,
                    resume=True)
     resumed = job.run(spark, realtime_pipeline(trigger="realtime:5 seconds", timeout_s=6.0, starting_offsets="output"))

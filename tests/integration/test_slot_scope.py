@@ -8,6 +8,7 @@ CI soak's and `test_stream_eos.py`'s rounds in slot scope.
 from __future__ import annotations
 
 import shutil
+import threading
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -15,6 +16,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from streaming import job
 from streaming.checkpoint import CheckpointLog
 from streaming.eos_sink import TransactionalSink
+from streaming.quiet_stop import stop_quietly
 from streaming.sink_group import SinkPreconditionError, read_committed_offsets
 from tests.integration.produce_helpers import commit_keys
 from tests.integration.stream_checks import assert_exactly_once, local_checkpoint
@@ -78,6 +80,23 @@ def test_one_transaction_a_slot_through_a_retried_task_a_replay_and_the_keeper(b
     assert_exactly_once(bootstrap, settings)
 
 
+def stop_when(spark, settings, done: threading.Event) -> threading.Thread:
+    """Stop the query of `settings` between its batches once `done` is set, as its --timeout-s would stop it later.
+
+    The timeout stays the bound; the batches a test waits for come within seconds of the start,
+    and the rest of the timeout would be spent idle.
+    """
+    def stop() -> None:
+        done.wait()
+        for query in spark.streams.active:
+            if query.name == settings.app_id:
+                stop_quietly(spark, query, between_batches=True)
+
+    stopper = threading.Thread(target=stop, name="stop-when-done", daemon=True)
+    stopper.start()
+    return stopper
+
+
 def spark_coalescer(sink, planned, locations):
     """Spark's own coalescer, as a job without eosbench's jar has: it groups by position, so idle partitions move."""
     return getattr(sink.spark._jvm.scala.Option, "empty")()
@@ -87,7 +106,7 @@ def test_a_changed_slot_map_fences_the_old_slot_ids_before_any_task_runs(bootstr
     settings = pipeline(txn_scope="slot", txn_slots=2, trigger="1 second", timeout_s=15,
                         max_offsets_per_trigger=None)
     monkeypatch.setattr(TransactionalSink, "_coalescer", spark_coalescer)
-    zombies, fenced = [], []
+    zombies, fenced, fed_batch_done = [], [], threading.Event()
 
     def after(batch) -> None:
         if batch.batch_id == 0:  # every partition had records: find one in slot 1, feed only it, open a zombie there
@@ -96,8 +115,11 @@ def test_a_changed_slot_map_fences_the_old_slot_ids_before_any_task_runs(bootstr
             zombies.append(open_zombie(bootstrap, settings, 1))
         elif batch.records_in:  # the fed partition alone: slot 0 now, so the driver fenced both ids first
             fenced.append(batch.slots_fenced)
+            fed_batch_done.set()
 
+    stopper = stop_when(spark, settings, fed_batch_done)
     job.run(spark, settings, on_batch=after)
+    stopper.join(timeout=30)
     monkeypatch.undo()
     assert fenced == [2], fenced
     assert_fenced(zombies[0])
@@ -119,14 +141,18 @@ def test_a_changed_slot_map_fences_the_old_slot_ids_before_any_task_runs(bootstr
         commit_keys(bootstrap, settings.input_topic, range(3_000_000 + 100 * partition, 3_000_100 + 100 * partition),
                     partition=partition)
     fenced.clear()
+    one_fed_batch_done = threading.Event()
 
     def feed_one(batch) -> None:
         if batch.records_in == 300:
             commit_keys(bootstrap, settings.input_topic, range(4_000_000, 4_000_100), partition=1)
         elif batch.records_in:
             fenced.append(batch.slots_fenced)
+            one_fed_batch_done.set()
 
+    stopper = stop_when(spark, settings, one_fed_batch_done)
     job.run(spark, settings.model_copy(update={"timeout_s": 8}), on_batch=feed_one)
+    stopper.join(timeout=30)
     assert fenced == [0], fenced
     assert {p: c.slot for p, c in committed(bootstrap, settings).items()} == {p: (p % 2, 2) for p in range(3)}
     assert_exactly_once(bootstrap, settings)

@@ -25,7 +25,6 @@ from conf.client_config import Connection, connection
 from conf.local_servers import HdfsSettings, S3Settings
 from eosbench.bench.latency import feed_command, wait_for_quiet
 from eosbench.console.errors import EnvironmentProblem
-from eosbench.console.plots import bars_png
 from eosbench.local.kafka_admin import create_topic
 
 STORES = ("local", "hdfs", "s3")
@@ -99,6 +98,10 @@ def run(bootstrap: Connection | str, records: int, partitions: int, max_offsets:
     path = scratch / "report.json"
     path.write_text(json.dumps(report, indent=2))
     print("\n".join(table(report["summary"])))
+    # matplotlib costs every `eosbench` command line half a second if imported with the module:
+    # bench/commands.py reads STORES from here to build the parser.
+    from eosbench.console.plots import bars_png
+
     plot = bars_png({store: {step: figures[f"{step}_ms"] for step in (*CHECKPOINT_STEPS, "triggerExecution")}
                      for store, figures in report["summary"].items()}, scratch / "checkpoint-cost.png",
                     f"Checkpoint writes per batch by store ({partitions} partitions, {max_offsets:,} offsets a batch;"

@@ -9,7 +9,6 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from eosbench.console.plots import soak_timeline_png
 from eosbench.soak.pipeline import VISIBILITY_LOG
 from streaming.visibility import percentiles, read_log
 
@@ -145,6 +144,10 @@ def write_report(report: SoakReport, output_dir: Path) -> None:
     output_dir.mkdir(parents=True, exist_ok=True)
     report.time_visibility(read_log(output_dir / VISIBILITY_LOG))
     (output_dir / "report.json").write_text(report.to_json())
+    # Imported here, not with the module: matplotlib would cost every `eosbench soak` half a second
+    # before its flags are even checked.
+    from eosbench.console.plots import soak_timeline_png
+
     soak_timeline_png(report.timeline, [(f.at_s, f.kind, f.recovery_s) for f in report.faults],
                       output_dir / "timeline.png", f"soak {report.run_id}: committed input offsets per second")
     (output_dir / "report.md").write_text(report_markdown(report))

@@ -1,5 +1,5 @@
-"""A secured run is exactly once and never shows its password: every artifact of produce → stream → verify → bench
-is searched for it.
+"""A secured run is exactly once and never shows its password: every artifact of produce → stream → verify, and of
+a `bench streaming` run beside them, is searched for it.
 
 The run logs in as the admin of the secured broker, whose password is random per cluster. Searched:
 each command's stdout and stderr, --output-json files, the stream's /metrics endpoint, Spark's UI
@@ -44,13 +44,21 @@ def _eosbench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return completed
 
 
-def test_no_artifact_of_a_secured_run_holds_the_password(secured_cluster, admin_properties, secured_topic, tmp_path):
+def test_no_artifact_of_a_secured_run_holds_the_password(secured_cluster, admin_properties, secured_topic, tmp_path,
+                                                         request):
     jaas = load_properties(admin_properties)["sasl.jaas.config"]
     password = jaas.split('password="', 1)[1].split('"', 1)[0]
     assert len(password) >= 16
     source, sink = secured_topic(partitions=2, prefix="sec-in"), secured_topic(partitions=2, prefix="sec-out")
     config = ["--command-config", str(admin_properties)]
     shown: dict[str, str] = {}
+    # The bench reads and writes topics of its own: it runs beside the pipeline rather than after it,
+    # so that its Spark (for the results table) starts while the stream's does.
+    results = tmp_path / "results"
+    with open(tmp_path / "bench.out", "w") as bench_out, open(tmp_path / "bench.err", "w") as bench_err:
+        bench = subprocess.Popen([*EOSBENCH, "bench", "streaming", "--mode", "tx", "--warmup", "5", "--iterations",
+                                  "20", "--results-dir", str(results), *config], stdout=bench_out, stderr=bench_err)
+    request.addfinalizer(bench.kill)  # a no-op once it has been waited for
 
     produced = _eosbench("produce", "--topic", source, "--num-records", "2000", "--record-size", "50",
                          "--throughput", "-1", "--records-per-transaction", "200", "--transaction-abort-ratio", "0.3",
@@ -101,10 +109,10 @@ def test_no_artifact_of_a_secured_run_holds_the_password(secured_cluster, admin_
     assert Counter(read_index(connection, sink, "read_committed", with_src=True).seq.tolist()) == committed
     assert json.loads((tmp_path / "stream.json").read_text())["records_out"] == sum(committed.values())
 
-    results = tmp_path / "results"
-    bench = _eosbench("bench", "streaming", "--mode", "tx", "--warmup", "5", "--iterations", "20",
-                      "--results-dir", str(results), *config)
-    shown.update({"bench stdout": bench.stdout, "bench stderr": bench.stderr})
+    bench.wait(timeout=300)
+    shown.update({"bench stdout": (tmp_path / "bench.out").read_text(),
+                  "bench stderr": (tmp_path / "bench.err").read_text()})
+    assert bench.returncode == 0, shown["bench stdout"][-2000:] + shown["bench stderr"][-2000:]
     table = results / "bench_runs"
     for part in table.rglob("*.parquet"):
         shown[f"results table {part.name}"] = json.dumps(pq.read_table(part).to_pylist(), default=str)

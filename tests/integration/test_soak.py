@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -56,6 +57,13 @@ def run_soak(tmp_path: Path, *flags: str, duration: str, timeout: float) -> dict
     report = json.loads(report_file.read_text())
     assert completed.returncode == (0 if report["ok"] else 1), completed.stderr[-2000:]
     return report
+
+
+def side_by_side(*calls: Callable[[], object]) -> None:
+    """Run the calls at once and wait for all of them; the first failure is raised."""
+    with ThreadPoolExecutor(len(calls)) as running:
+        for done in [running.submit(call) for call in calls]:
+            done.result()
 
 
 def highest_in_the_last_10_minutes(prometheus: LocalPrometheus, expr: str) -> list[dict]:
@@ -179,9 +187,7 @@ def test_slot_scope_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_wor
                                                      state_dir=spark_state))
     # Started here, not by the soak, so that it outlives the soak and its checkpoint can be looked at.
     hdfs = LocalHdfs(HdfsSettings(port=SOAK_HDFS_PORT, state_dir=hdfs_state))
-    with ThreadPoolExecutor(2) as starting:  # two sets of JVM daemons, each waited for alone: their start-ups overlap
-        for started in [starting.submit(cluster.start), starting.submit(hdfs.start)]:
-            started.result()
+    side_by_side(cluster.start, hdfs.start)  # two sets of JVM daemons, each waited for alone: their start-ups overlap
     try:
         report = run_soak(tmp_path, "--master", cluster.settings.master_url, "--spark-state-dir", str(spark_state),
                           "--hdfs", "--hdfs-port", str(SOAK_HDFS_PORT), "--hdfs-state-dir", str(hdfs_state),
@@ -192,9 +198,7 @@ def test_slot_scope_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_wor
         checkpoint = f"{hdfs.uri}/eosbench/soak/checkpoint-{report['run_id']}"
         listed = fs_shell("-ls", "-C", checkpoint).stdout.split()
     finally:
-        with ThreadPoolExecutor(2) as stopping:
-            for stopped in [stopping.submit(cluster.stop), stopping.submit(hdfs.stop)]:
-                stopped.result()
+        side_by_side(cluster.stop, hdfs.stop)
     assert_clean(report, tmp_path)
     assert report["options"]["txn_scope"] == "slot", "slot scope holds through an executor's and a worker's kill"
     assert sorted(listed) == [f"{checkpoint}/{entry}" for entry in ("commits", "metadata", "offsets", "sources")]

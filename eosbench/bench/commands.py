@@ -99,6 +99,10 @@ def add_bench_parser(commands) -> None:
     spark.add_argument("--trigger-seconds", type=non_negative_int, default=30,
                        help="seconds of kafka-alo and kafka-eos at a 1 s trigger per round; 0 skips them")
     spark.add_argument("--latency-seconds", type=non_negative_int, default=30, help="0 skips the latency run")
+    spark.add_argument("--latency-sink", default="kafka-eos",
+                       choices=[sink for sink in SPARK_BENCH_SINKS if sink.startswith("kafka-eos")],
+                       help="the transactional sink the latency run times; it must be one of --sink (default:"
+                            " kafka-eos, partition scope)")
     spark.add_argument("--observe-visibility", action=argparse.BooleanOptionalAction, default=True,
                        help="time each transaction's visibility in a second latency run of its own, so that its"
                             " reader, which reads every output record, costs the end-to-end figure nothing;"
@@ -282,6 +286,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             from eosbench.local.yarn import yarn_target
 
             yarn_target(args.yarn_state_dir)  # no YARN: one line before the input is filled
+        if args.latency_seconds and args.latency_sink not in args.sinks:
+            raise BadInput(f"--latency-sink {args.latency_sink}: not among --sink ({' '.join(args.sinks)}); add it,"
+                           " or skip the latency run with --latency-seconds 0")
         labels = [label for label, _ in args.source_arms]
         if len(set(labels)) < len(labels):
             raise BadInput(f"--source-arm: each LABEL once, got {' '.join(labels)}")
@@ -289,7 +296,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         reports = [spark.run(bootstrap, args.records, partitions, args.max_offsets_per_trigger, args.rounds,
                              args.latency_seconds, args.sinks, args.results_dir, args.trigger_seconds, args.master,
                              most_partitions=max(args.partitions), observe_visibility=args.observe_visibility,
-                             yarn_state_dir=args.yarn_state_dir, source_arms=dict(args.source_arms))
+                             yarn_state_dir=args.yarn_state_dir, source_arms=dict(args.source_arms),
+                             latency_variant=args.latency_sink)
                    for partitions in sorted(set(args.partitions))]
         if len(reports) > 1:
             print(f"plot: {spark_figures.plot_scaling(reports, args.results_dir)}")

@@ -47,6 +47,20 @@ def test_a_label_given_twice_is_one_line_of_bad_input():
     assert_one_line_error(completed, EXIT_BAD_INPUT, "--source-arm: each LABEL once")
 
 
+def test_the_latency_run_times_a_named_transactional_sink_that_the_run_measures():
+    from eosbench.console.errors import EXIT_BAD_INPUT
+    from tests.unit.test_cli_errors import assert_one_line_error, run_eosbench
+
+    parse = build_parser().parse_args
+    assert parse(["bench", "spark"]).latency_sink == "kafka-eos"
+    assert parse(["bench", "spark", "--latency-sink", "kafka-eos+slot"]).latency_sink == "kafka-eos+slot"
+    completed = run_eosbench("bench", "spark", "--bootstrap-server", "127.0.0.1:1", "--sink", "kafka-alo", "kafka-eos",
+                             "--latency-sink", "kafka-eos+slot")
+    assert_one_line_error(completed, EXIT_BAD_INPUT, "--latency-sink kafka-eos+slot: not among --sink")
+    completed = run_eosbench("bench", "spark", "--latency-sink", "kafka-alo")
+    assert completed.returncode == EXIT_BAD_INPUT and "invalid choice: 'kafka-alo'" in completed.stderr
+
+
 def test_every_sink_runs_again_in_each_arm_with_the_arms_options_over_the_jobs_defaults():
     assert bench.arm_variants(["kafka-alo", "kafka-eos"], KAFKA_DEFAULT) == [
         "kafka-alo", "kafka-eos", "kafka-alo@kafka-default", "kafka-eos@kafka-default"]

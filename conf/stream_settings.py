@@ -99,7 +99,7 @@ class StreamSettings(BaseModel):
     bootstrap_server: str = DEFAULT_BOOTSTRAP
     app_id: str = "eosbench"
     sink: Sink = "kafka-eos"
-    txn_scope: TxnScope = "partition"
+    txn_scope: TxnScope | Literal["auto"] = "partition"  # auto: the job chooses (streaming/sink_start.py)
     txn_slots: int | None = None  # slot scope's G; None: the job's total executor cores
     output_partitioning: OutputPartitioning = "key"
     pre_register_partitions: bool = False
@@ -160,7 +160,7 @@ class StreamSettings(BaseModel):
         if self.visibility_observed and self.sink != "kafka-eos":
             raise SettingsError("--observe-visibility and --visibility-log apply to --sink kafka-eos only (its records"
                                 " name their transaction)")
-        if self.txn_slots is not None and (self.txn_scope != "slot" or self.sink != "kafka-eos"):
+        if self.txn_slots is not None and (self.txn_scope not in ("slot", "auto") or self.sink != "kafka-eos"):
             raise SettingsError("--txn-slots applies to --sink kafka-eos --txn-scope slot only")
         if self.txn_slots is not None and self.txn_slots < 1:
             raise SettingsError("--txn-slots must be at least 1")

@@ -56,9 +56,11 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sink", choices=("kafka-eos", "kafka-alo", "delta"), default="kafka-eos",
                         help="kafka-eos: the transactional sink; kafka-alo: Spark's own at-least-once Kafka sink;"
                              " delta: the idempotent Delta sink (default: %(default)s)")
-    parser.add_argument("--txn-scope", choices=("partition", "slot", "batch"), default="partition",
+    parser.add_argument("--txn-scope", choices=("partition", "slot", "batch", "auto"), default="partition",
                         help="one transaction per input partition and batch, one per slot (a task holding several"
-                             " partitions) and batch, or one per batch on the driver (default: %(default)s)")
+                             " partitions) and batch, or one per batch on the driver; auto: slot scope for a group"
+                             " with no offsets, else the scope that wrote them, partition scope in real-time mode"
+                             " (default: %(default)s)")
     parser.add_argument("--txn-slots", type=int, metavar="G",
                         help="slot scope's slot count: each batch's partitions are coalesced into at most G tasks,"
                              " each one transaction (default: the job's total executor cores)")
@@ -264,15 +266,16 @@ def group_lag(settings: StreamSettings, reader) -> int:
     return lag
 
 
-def print_batch(batch: BatchStats, out=None) -> None:
-    """One line per micro-batch, on `out` (default: stdout as it is at the time, not at import)."""
+def print_batch(batch: BatchStats, out=None, note: str | None = None) -> None:
+    """One line per micro-batch, on `out` (default: stdout as it is at the time, not at import), `note` at its end."""
     print(f"batch {batch.batch_id}: {batch.records_in} in, {batch.records_out} out,"
           f" {batch.records_dead_lettered} dead-lettered, {batch.records_skipped} skipped as replay;"
           f" transactions {batch.outcomes}; {batch.duration_s:.2f} s; end-to-end p50"
           f" {histogram_percentile(batch.latency_counts, 0.5):.0f} ms p99"
           f" {histogram_percentile(batch.latency_counts, 0.99):.0f} ms"
           # A transaction tried again on a new producer (a task's retry, or the real-time writer's).
-          + (f"; {batch.retries} retried" if batch.retries else ""), file=out or sys.stdout, flush=True)
+          + (f"; {batch.retries} retried" if batch.retries else "") + (f"; {note}" if note else ""),
+          file=out or sys.stdout, flush=True)
 
 
 def _visibility_observer(settings: StreamSettings, metrics):
@@ -297,7 +300,14 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     from streaming.eos_sink import TransactionalSink
     from streaming.quiet_stop import stop_quietly
 
+    from streaming.sink_start import resolved_scope
+
     summary = StreamSummary()
+    settings, scope_chosen = resolved_scope(settings)
+    summary.txn_scope = settings.txn_scope if settings.sink == "kafka-eos" else None
+    summary.txn_scope_chosen = scope_chosen
+    if scope_chosen and echo:
+        print(scope_chosen, flush=True)
     if metrics is None and settings.metrics_port:
         from streaming.metrics import StreamMetrics
 
@@ -311,7 +321,8 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     def batch_done(batch: BatchStats) -> None:
         summary.add(batch)
         if echo:
-            print_batch(batch)
+            # The first batch's line says which scope `auto` chose, where a reader of the log looks first.
+            print_batch(batch, note=scope_chosen if summary.batches == 1 else None)
         if metrics:
             metrics.batch_done(batch)
         if observer:

@@ -159,6 +159,28 @@ def _refused_lookup(consumer):
     return None
 
 
+def auto_scope(committed: dict[int, CommittedOffset], group: str, realtime: bool) -> tuple[str, str]:
+    """`--txn-scope auto`: the scope to run and why, from the group's committed offsets (and the mode).
+
+    A group keeps the scope that wrote its offsets, since the sink refuses the other scopes' groups;
+    offsets no sink tagged (a reset, an eosbench older than the tags, which ran partition scope alone)
+    keep partition scope. A new group gets slot scope, whose transactions a batch do not grow with
+    the partition count; real-time mode commits per partition only.
+    """
+    if realtime:
+        return "partition", "auto: real-time mode commits per input partition"
+    scopes = sorted({c.scope for c in committed.values() if c.scope is not None})
+    if len(scopes) > 1:
+        raise SinkPreconditionError(
+            f"--txn-scope auto: group {group!r} holds offsets committed with several scopes ({', '.join(scopes)});"
+            " name the scope with --txn-scope, or use a new --app-id")
+    if scopes:
+        return scopes[0], f"auto: group {group!r} holds offsets {scopes[0]} scope committed"
+    if any(c.offset >= 0 for c in committed.values()):
+        return "partition", f"auto: group {group!r} holds offsets with no scope tag, kept as partition scope"
+    return "slot", f"auto: group {group!r} has no committed offsets"
+
+
 def check_scope(committed: dict[int, CommittedOffset], topic: str, group: str, scope: str) -> None:
     """Refuse a group whose offsets the other transaction scope committed."""
     foreign = sorted(p for p, c in committed.items() if c.scope not in (None, scope))

@@ -11,7 +11,8 @@ from __future__ import annotations
 from conf.client_log import CLIENT_LOG
 from conf.failures import EnvironmentFailure
 from conf.stream_settings import StreamSettings
-from streaming.sink_group import CommittedOffset, SinkPreconditionError, check_scope, read_committed_offsets
+from streaming.sink_group import (CommittedOffset, SinkPreconditionError, auto_scope, check_scope,
+                                  read_committed_offsets)
 from streaming.sink_task import run_transaction
 from streaming.task_plan import KEEP_COMMITTED, TaskPlan, transactional_id
 
@@ -47,15 +48,39 @@ def _check_output_partitions(client, settings: StreamSettings, input_partitions:
                 " --output-partitioning key")
 
 
+def _memberless_consumer(settings: StreamSettings):
+    """A consumer of the sink's group that never joins it: its metadata is member-less (generation -1, no member id)."""
+    from confluent_kafka import Consumer
+
+    return Consumer(settings.connection.librdkafka(**{
+        "group.id": settings.group_id, "isolation.level": "read_committed", "enable.auto.commit": False}),
+        logger=CLIENT_LOG)
+
+
+def resolved_scope(settings: StreamSettings) -> tuple[StreamSettings, str | None]:
+    """The settings with `--txn-scope auto` made the scope it chooses, and why (None where the scope was named)."""
+    if settings.txn_scope != "auto":
+        return settings, None
+    if settings.sink != "kafka-eos":  # only the transactional sink has a scope
+        return settings.model_copy(update={"txn_scope": "partition"}), None
+    consumer = _memberless_consumer(settings)
+    try:
+        topic = settings.input_topic
+        partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+        committed = read_committed_offsets(consumer, topic, partitions, settings.group_id)
+    finally:
+        consumer.close()
+    scope, why = auto_scope(committed, settings.group_id, settings.realtime_interval is not None)
+    if settings.txn_slots is not None and scope != "slot":
+        raise SinkPreconditionError(f"--txn-slots applies to slot scope only, and --txn-scope auto chose {scope} scope"
+                                    f" ({why})")
+    return settings.model_copy(update={"txn_scope": scope}), f"txn scope: {scope} ({why})"
+
+
 def checked_group(settings: StreamSettings) -> tuple[object, list[int], dict[int, CommittedOffset]]:
     """The sink group's member-less metadata, the input's partitions and their committed offsets, once the
     topics and the group's scope pass the checks every transactional sink makes before it writes."""
-    from confluent_kafka import Consumer
-
-    # Member-less group metadata (generation -1, no member id), built once and shipped.
-    memberless = Consumer(settings.connection.librdkafka(**{
-        "group.id": settings.group_id, "isolation.level": "read_committed", "enable.auto.commit": False}),
-        logger=CLIENT_LOG)
+    memberless = _memberless_consumer(settings)  # its group metadata is built once and shipped
     try:
         topic = settings.input_topic
         partitions = sorted(memberless.list_topics(topic, timeout=30).topics[topic].partitions)

@@ -189,6 +189,8 @@ class StreamSummary:
     driver_ms: dict[str, float] = field(default_factory=dict)
     visibility: dict | None = None  # with --observe-visibility: streaming/visibility.py's VisibilitySummary
     python: dict | None = None  # with --report-python: streaming/job.py's python_locations()
+    txn_scope: str | None = None  # the transactional sink's scope as it ran (None for the other sinks)
+    txn_scope_chosen: str | None = None  # with --txn-scope auto: the scope it chose, and why
     _latency: object = None
     _driver_seconds: deque = field(default_factory=lambda: deque(maxlen=1000))  # the last batches': a soak runs for days
 

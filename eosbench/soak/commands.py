@@ -28,7 +28,7 @@ def add_soak_parser(commands) -> None:
     soak.add_argument("--pipeline", choices=PIPELINES, default="spark",
                       help="what copies input to output: the Spark job (default), or Kafka's TransactionalMessageCopier,"
                            " one process per input partition (kill-driver then SIGKILLs one copier)")
-    soak.add_argument("--txn-scope", choices=("partition", "slot", "batch"), default="partition",
+    soak.add_argument("--txn-scope", choices=("partition", "slot", "batch", "auto"), default="partition",
                       help="the Spark job's transaction scope, as `eosbench stream --txn-scope` (default: %(default)s)")
     soak.add_argument("--trigger", default=defaults.trigger,
                       help="the Spark job's trigger, as `eosbench stream --trigger`: an interval, or"

@@ -95,8 +95,10 @@ def test_realtime_writer_is_exactly_once_through_a_stop_mid_epoch_and_a_lost_che
     shutil.rmtree(local_checkpoint(settings))
     last = produce(bootstrap, settings.input_topic, 9_000, records_per_transaction=100, abort_ratio=0.3, seed=9,
                    resume=True)
-    resumed = job.run(spark, realtime_pipeline(trigger="realtime:5 seconds", timeout_s=7.0, starting_offsets="group"))
+    resumed = job.run(spark, realtime_pipeline(trigger="realtime:5 seconds", timeout_s=7.0, starting_offsets="group",
+                                               txn_scope="auto"))
     assert resumed.records_skipped == 0 and resumed.records_out == last.records_committed
+    assert resumed.txn_scope == "partition" and resumed.txn_scope_chosen.endswith("real-time mode commits per input partition)")
     assert_exactly_once(bootstrap, settings, expect_dead=3)
     assert sorted(int(k) for k in read_all(bootstrap, settings.dead_letter)) == [90_000, 90_001, 90_002]
 

@@ -159,8 +159,10 @@ def test_a_changed_slot_map_fences_the_old_slot_ids_before_any_task_runs(bootstr
 
 
 def test_a_lost_checkpoint_resumes_from_the_group_and_a_scope_switch_is_refused(bootstrap, spark, pipeline):
-    settings = pipeline(txn_scope="slot", txn_slots=2, max_offsets_per_trigger=None)
-    job.run(spark, settings)
+    # --txn-scope auto gives a new group slot scope, and the group keeps it after a lost checkpoint.
+    settings = pipeline(txn_scope="auto", txn_slots=2, max_offsets_per_trigger=None)
+    first = job.run(spark, settings)
+    assert first.txn_scope == "slot" and first.txn_scope_chosen.endswith("has no committed offsets)")
     shutil.rmtree(local_checkpoint(settings))
     for other in ("partition", "batch"):
         with pytest.raises(SinkPreconditionError, match="committed with --txn-scope slot"):
@@ -168,6 +170,7 @@ def test_a_lost_checkpoint_resumes_from_the_group_and_a_scope_switch_is_refused(
     commit_keys(bootstrap, settings.input_topic, range(1_000_000, 1_000_200), partition=1)
     resumed = job.run(spark, settings.model_copy(update={"starting_offsets": "group"}))
     assert resumed.records_out == 200
+    assert resumed.txn_scope == "slot" and resumed.txn_scope_chosen.endswith("holds offsets slot scope committed)")
     assert_exactly_once(bootstrap, settings)
 
 

@@ -86,8 +86,10 @@ def test_lost_checkpoint_resumes_from_group_offsets(bootstrap, spark, pipeline):
     assert more.first_seq > 0 and more.records_committed > 0
     fs_shell("-rm", "-r", "-f", settings.checkpoint_uri)  # as the soak's delete-checkpoint fault does
     assert not exists_through_hadoop(spark, settings.checkpoint_uri)
-    resumed = job.run(spark, pipeline(starting_offsets="group"))
+    # --txn-scope auto keeps the scope that wrote the group's offsets: partition, here.
+    resumed = job.run(spark, pipeline(starting_offsets="group", txn_scope="auto"))
     assert resumed.records_in == more.records_committed, "only what came after the group's offsets is read"
+    assert resumed.txn_scope == "partition" and "holds offsets partition scope committed" in resumed.txn_scope_chosen
     assert_exactly_once(bootstrap, settings)
 
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from streaming.sink_group import CommittedOffset, OffsetKeeper, SinkPreconditionError, check_scope
+from streaming.sink_group import CommittedOffset, OffsetKeeper, SinkPreconditionError, auto_scope, check_scope
 
 
 class RecordingSink:
@@ -72,6 +72,19 @@ class Undecodable:
     def metadata(self):
         """Raise as confluent-kafka does for such metadata."""
         raise UnicodeDecodeError("utf-8", b"\xf6", 0, 1, "invalid start byte")
+
+
+def test_auto_gives_a_new_group_slot_scope_and_a_written_group_the_scope_that_wrote_it():
+    none = {0: CommittedOffset(-1, None), 1: CommittedOffset(-1, None)}
+    assert auto_scope(none, "g", realtime=False) == ("slot", "auto: group 'g' has no committed offsets")
+    assert auto_scope(none, "g", realtime=True)[0] == "partition", "real-time mode commits per input partition"
+    for scope in ("partition", "slot", "batch"):
+        written = {0: CommittedOffset(5, scope), 1: CommittedOffset(-1, None)}
+        assert auto_scope(written, "g", realtime=False) == (scope, f"auto: group 'g' holds offsets {scope} scope committed")
+    untagged = {0: CommittedOffset(5, None), 1: CommittedOffset(-1, None)}
+    assert auto_scope(untagged, "g", realtime=False)[0] == "partition", "a reset or an untagged commit keeps partition"
+    with pytest.raises(SinkPreconditionError, match="several scopes \\(partition, slot\\)"):
+        auto_scope({0: CommittedOffset(5, "slot"), 1: CommittedOffset(5, "partition")}, "g", realtime=False)
 
 
 def test_a_scope_tag_is_read_by_its_prefix_and_undecodable_metadata_is_nobodys():

@@ -134,7 +134,7 @@ def test_realtime_mode_on_three_sasl_ssl_brokers_survives_every_local_fault_kind
     starting.shutdown(wait=False)  # the start already submitted runs on
     try:
         report = run_soak(tmp_path, "--brokers", "3", "--security", "sasl-ssl", "--trigger", "realtime:5 seconds",
-                          "--partitions", "2", "--faults", ",".join(REALTIME_FAULTS), "--gate-records", "600",
+                          "--partitions", "2", "--faults", ",".join(REALTIME_FAULTS), "--gate-records", "200",
                           "--max-faults", str(len(REALTIME_FAULTS)), "--metrics-linger", "2", duration="12m",
                           timeout=960)
         prometheus_up.result()
@@ -201,7 +201,7 @@ def test_slot_scope_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_wor
     try:
         report = run_soak(tmp_path, "--master", cluster.settings.master_url, "--spark-state-dir", str(spark_state),
                           "--hdfs", "--hdfs-port", str(SOAK_HDFS_PORT), "--hdfs-state-dir", str(hdfs_state),
-                          "--faults", ",".join(CLUSTER_FAULTS), "--gate-records", "600", "--txn-scope", "slot",
+                          "--faults", ",".join(CLUSTER_FAULTS), "--gate-records", "200", "--txn-scope", "slot",
                           "--max-faults", str(len(CLUSTER_FAULTS)), "--metrics-linger", "0", duration="8m",
                           timeout=720)
         assert cluster.master_state()["completedapps"] or cluster.master_state()["activeapps"]
@@ -240,7 +240,7 @@ def test_slot_scope_on_yarn_with_its_checkpoint_on_s3_survives_container_nodeman
         report = run_soak(tmp_path, "--master", "yarn", "--yarn-state-dir", str(yarn_cluster.settings.state_dir),
                           "--checkpoint", f"{s3_server.settings.bucket_uri}/soak",
                           "--s3-state-dir", str(s3_server.settings.state_dir), "--txn-scope", "slot",
-                          "--partitions", "2", "--faults", ",".join(YARN_S3_FAULTS), "--gate-records", "600",
+                          "--partitions", "2", "--faults", ",".join(YARN_S3_FAULTS), "--gate-records", "200",
                           "--max-faults", str(len(YARN_S3_FAULTS)), "--metrics-linger", "0", duration="8m",
                           timeout=720, keep_broker=True)
         assert broker.running_nodes(), "the soak leaves running the broker it did not start"

@@ -55,6 +55,17 @@ KEPT_BUILDS = 3
 # gzip level 1: the archive is built on every change of the code, and level 1 packs several
 # times faster than venv-pack's default 4 for a few percent more bytes.
 _COMPRESS_LEVEL = 1
+# Files that only a compiler, a type checker or a packager reads, left out of the archive:
+# C and C++ headers and sources, Cython's sources and declarations, type stubs, and numpy's
+# build tools (distutils, f2py, its PyInstaller hook; numpy imports them only when asked by name).
+# Executors import and build nothing. Each file costs every fresh YARN NodeManager cache a
+# chmod process of its own when it localizes the archive (Hadoop without its native library
+# forks one per file and folder): 18-35 s for the ~5,850 entries these rules cut by a fifth.
+# Data files stay, timezone data above all: the executors of a user's cluster have only what
+# was shipped.
+_BUILD_ONLY_SUFFIXES = (".h", ".hpp", ".c", ".cc", ".cpp", ".pyx", ".pxd", ".pxi", ".pyi")
+_BUILD_ONLY_FOLDERS = (("pyarrow", "include"), ("pyarrow", "src"), ("numpy", "_core", "include"),
+                       ("numpy", "distutils"), ("numpy", "f2py"), ("numpy", "_pyinstaller"))
 
 
 @dataclass(frozen=True)
@@ -239,6 +250,8 @@ def _copy_distribution(distribution: importlib.metadata.Distribution, site_packa
             continue
         if "tests" in record.parts:  # numpy's, pandas' and pyarrow's own test suites: a sixth of the bytes
             continue
+        if _build_only(record.parts):
+            continue
         source = installed_in / record
         if not source.is_file():
             continue
@@ -248,6 +261,12 @@ def _copy_distribution(distribution: importlib.metadata.Distribution, site_packa
             os.link(source, destination)  # the cache is usually on the venv's disk: no bytes copied
         except OSError:
             shutil.copy2(source, destination)
+
+
+def _build_only(parts: tuple[str, ...]) -> bool:
+    """Whether a file of an installed distribution is one that no executor reads (_BUILD_ONLY_SUFFIXES, _FOLDERS)."""
+    return parts[-1].endswith(_BUILD_ONLY_SUFFIXES) or any(parts[:len(folder)] == folder
+                                                           for folder in _BUILD_ONLY_FOLDERS)
 
 
 def _install_project(root: Path, site_packages: Path) -> None:

@@ -230,8 +230,9 @@ def kill_executor(soak: SoakUnderFaults, occurrence: int) -> str:
 def kill_broker(soak: SoakUnderFaults, occurrence: int) -> str:
     """SIGKILL one broker, then restart it."""
     node = broker_target(soak, occurrence)
+    # Restarted at once: the kill has reset every client's connection and waited for the JVM to be
+    # gone, and the node stays down for its whole start-up, several seconds.
     pid = soak.cluster.signal_node(node, signal.SIGKILL)
-    time.sleep(2)
     soak.cluster.start()
     return f"SIGKILL broker node {node} (pid {pid}); restarted"
 
@@ -269,8 +270,7 @@ def restart_producer(soak: SoakUnderFaults, occurrence: int) -> str:
 def kill_worker(soak: SoakUnderFaults, occurrence: int) -> str:
     """SIGKILL one Spark standalone worker (its executors notice and exit), then restart it."""
     worker = occurrence % soak.spark_cluster.settings.workers
-    pid = soak.spark_cluster.kill_worker(worker)
-    time.sleep(2)
+    pid = soak.spark_cluster.kill_worker(worker)  # restarted at once, as a broker is
     soak.spark_cluster.start()
     return f"SIGKILL Spark worker-{worker} (pid {pid}); restarted"
 

@@ -127,13 +127,15 @@ class Soak:
                 raise EnvironmentProblem(f"the pipeline never started; see {self.output_dir / 'logs'}")
             kinds = self._next_kinds()
             gate.close()
-            while self._elapsed() < o.duration_s:
+            # The gate opens before a fault, and none follows the last: the drain at the end proves
+            # that the stream moves on after it (the gate would only have waited for more records).
+            while self._elapsed() < o.duration_s and len(self.report.faults) != o.max_faults:
                 if not self.wait_for(lambda: gate.is_open() or self._elapsed() >= o.duration_s,
                                      o.recovery_timeout_s, "progress"):
                     self.report.violations.append(f"stalled: fewer than {o.gate_records} records in"
                                                   f" {o.recovery_timeout_s:g} s at {self._elapsed():.0f} s")
                     break
-                if self._elapsed() >= o.duration_s or len(self.report.faults) == o.max_faults:
+                if self._elapsed() >= o.duration_s:
                     break
                 fault = self._round(sampler, len(self.report.faults), next(kinds))
                 self.report.faults.append(fault)

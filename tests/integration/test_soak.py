@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conf.local_servers import HdfsSettings, SparkClusterSettings
+from conf.local_servers import ClusterSettings, HdfsSettings, SparkClusterSettings
 from conf.stream_settings import StreamSettings
 from eosbench.local.broker import LocalCluster
 from eosbench.local.executor_env import ARCHIVE_NAME
@@ -43,20 +43,30 @@ CLUSTER_FAULTS = ("kill-worker", "kill-executor", "restart-hdfs")
 YARN_S3_FAULTS = ("kill-container", "restart-nodemanager", "restart-s3", "pause-broker")
 
 
-def run_soak(tmp_path: Path, *flags: str, duration: str, timeout: float) -> dict:
-    """Run `eosbench soak` in its own cluster folder, stop that cluster, return the parsed report."""
+def run_soak(tmp_path: Path, *flags: str, duration: str, timeout: float, keep_broker: bool = False) -> dict:
+    """Run `eosbench soak` in its own cluster folder, stop that cluster, return the parsed report.
+
+    `keep_broker`: the caller started the soak's broker (`soak_broker`), which the soak then
+    leaves running, and stops it itself.
+    """
     state = tmp_path / "cluster"
     try:
         completed = run_eosbench("soak", "--duration", duration, "--state-dir", str(state), "--port",
                                  str(SOAK_BROKER_PORT), "--metrics-port", str(SOAK_METRICS_PORT),
                                  "--output-dir", str(tmp_path / "report"), *flags, timeout=timeout)
     finally:
-        run_eosbench("broker", "stop", "--state-dir", str(state), timeout=120)
+        if not keep_broker:
+            run_eosbench("broker", "stop", "--state-dir", str(state), timeout=120)
     report_file = tmp_path / "report" / "report.json"
     assert report_file.exists(), completed.stdout[-3000:] + completed.stderr[-2000:]
     report = json.loads(report_file.read_text())
     assert completed.returncode == (0 if report["ok"] else 1), completed.stderr[-2000:]
     return report
+
+
+def soak_broker(tmp_path: Path) -> LocalCluster:
+    """The one plaintext broker that `run_soak` would start, in its folder, for a test to start before the soak."""
+    return LocalCluster(ClusterSettings(port=SOAK_BROKER_PORT, state_dir=tmp_path / "cluster"))
 
 
 def side_by_side(*calls: Callable[[], object]) -> None:
@@ -124,7 +134,7 @@ def test_realtime_mode_on_three_sasl_ssl_brokers_survives_every_local_fault_kind
     starting.shutdown(wait=False)  # the start already submitted runs on
     try:
         report = run_soak(tmp_path, "--brokers", "3", "--security", "sasl-ssl", "--trigger", "realtime:5 seconds",
-                          "--partitions", "2", "--faults", ",".join(REALTIME_FAULTS), "--gate-records", "600",
+                          "--partitions", "2", "--faults", ",".join(REALTIME_FAULTS), "--gate-records", "200",
                           "--max-faults", str(len(REALTIME_FAULTS)), "--metrics-linger", "2", duration="12m",
                           timeout=960)
         prometheus_up.result()
@@ -191,7 +201,7 @@ def test_slot_scope_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_wor
     try:
         report = run_soak(tmp_path, "--master", cluster.settings.master_url, "--spark-state-dir", str(spark_state),
                           "--hdfs", "--hdfs-port", str(SOAK_HDFS_PORT), "--hdfs-state-dir", str(hdfs_state),
-                          "--faults", ",".join(CLUSTER_FAULTS), "--gate-records", "600", "--txn-scope", "slot",
+                          "--faults", ",".join(CLUSTER_FAULTS), "--gate-records", "200", "--txn-scope", "slot",
                           "--max-faults", str(len(CLUSTER_FAULTS)), "--metrics-linger", "0", duration="8m",
                           timeout=720)
         assert cluster.master_state()["completedapps"] or cluster.master_state()["activeapps"]
@@ -221,76 +231,83 @@ def test_slot_scope_on_yarn_with_its_checkpoint_on_s3_survives_container_nodeman
     # YARN, slot scope, its checkpoint on the session's S3 through S3A, with one round of each kind
     # only this setup has, and a broker pause, the micro-batch job's one broker fault in the suite's
     # soaks. The other kinds run in the soaks above (a driver restart costs YARN a new application).
-    report = run_soak(tmp_path, "--master", "yarn", "--yarn-state-dir", str(yarn_cluster.settings.state_dir),
-                      "--checkpoint", f"{s3_server.settings.bucket_uri}/soak",
-                      "--s3-state-dir", str(s3_server.settings.state_dir), "--txn-scope", "slot", "--partitions", "2",
-                      "--faults", ",".join(YARN_S3_FAULTS), "--gate-records", "600",
-                      "--max-faults", str(len(YARN_S3_FAULTS)), duration="8m", timeout=720)
-    assert_clean(report, tmp_path)
-    assert report["options"]["master"] == "yarn" and report["options"]["txn_scope"] == "slot"
-    details = {fault["kind"]: fault["detail"] for fault in report["faults"]}
-    assert sorted(details) == sorted(YARN_S3_FAULTS), [f["kind"] for f in report["faults"]]
-    killed = re.fullmatch(r"SIGKILL executor container (container_\S+) \(pid [0-9, ]+\); YARN asked for a replacement",
-                          details["kill-container"])
-    assert killed, details
-    assert details["restart-nodemanager"].startswith("SIGKILL YARN NodeManager pid"), details
-    assert details["restart-s3"].endswith("its objects kept"), details
-    # The checkpoint is on S3, kept through the server's restart, in the soak's run folder there.
-    checkpoint = f"{s3_server.settings.bucket_uri}/soak/checkpoint-{report['run_id']}"
-    listed = fs_shell("-ls", "-C", checkpoint, s3a_config=s3_server.settings.credentials_file).stdout.split()
-    assert sorted(listed) == [f"{checkpoint}/{entry}" for entry in ("commits", "metadata", "offsets", "sources")]
-    assert s3_server.status().bucket_answers, "the soak leaves running the S3 it did not start"
-    secret = s3_server.credentials()[1].encode()
-    kept = [path for path in (tmp_path / "report").rglob("*") if path.is_file() and secret in path.read_bytes()]
-    assert kept == [], "no file the soak leaves holds the S3 secret"
-    # An empty folder of the bucket is, to S3A and Spark, the checkpoint deleted, without an FsShell JVM to delete it.
-    restart_after_a_lost_checkpoint_on_yarn(report["run_id"], application_of(killed[1]), f"{checkpoint}-lost",
-                                            tmp_path, yarn_cluster, s3_server)
+    # Its broker is started here, so that the soak leaves it running for the restart after it,
+    # which would otherwise start it again (about 10 s).
+    broker = soak_broker(tmp_path)
+    broker.start()
+    try:
+        # No --metrics-linger: nothing scrapes this soak, whose default would keep it up 10 s more.
+        report = run_soak(tmp_path, "--master", "yarn", "--yarn-state-dir", str(yarn_cluster.settings.state_dir),
+                          "--checkpoint", f"{s3_server.settings.bucket_uri}/soak",
+                          "--s3-state-dir", str(s3_server.settings.state_dir), "--txn-scope", "slot",
+                          "--partitions", "2", "--faults", ",".join(YARN_S3_FAULTS), "--gate-records", "200",
+                          "--max-faults", str(len(YARN_S3_FAULTS)), "--metrics-linger", "0", duration="8m",
+                          timeout=720, keep_broker=True)
+        assert broker.running_nodes(), "the soak leaves running the broker it did not start"
+        assert_clean(report, tmp_path)
+        assert report["options"]["master"] == "yarn" and report["options"]["txn_scope"] == "slot"
+        details = {fault["kind"]: fault["detail"] for fault in report["faults"]}
+        assert sorted(details) == sorted(YARN_S3_FAULTS), [f["kind"] for f in report["faults"]]
+        killed = re.fullmatch(
+            r"SIGKILL executor container (container_\S+) \(pid [0-9, ]+\); YARN asked for a replacement",
+            details["kill-container"])
+        assert killed, details
+        assert details["restart-nodemanager"].startswith("SIGKILL YARN NodeManager pid"), details
+        assert details["restart-s3"].endswith("its objects kept"), details
+        # The checkpoint is on S3, kept through the server's restart, in the soak's run folder there.
+        checkpoint = f"{s3_server.settings.bucket_uri}/soak/checkpoint-{report['run_id']}"
+        listed = fs_shell("-ls", "-C", checkpoint, s3a_config=s3_server.settings.credentials_file).stdout.split()
+        assert sorted(listed) == [f"{checkpoint}/{entry}" for entry in ("commits", "metadata", "offsets", "sources")]
+        assert s3_server.status().bucket_answers, "the soak leaves running the S3 it did not start"
+        secret = s3_server.credentials()[1].encode()
+        kept = [path for path in (tmp_path / "report").rglob("*") if path.is_file() and secret in path.read_bytes()]
+        assert kept == [], "no file the soak leaves holds the S3 secret"
+        # An empty folder of the bucket is, to S3A and Spark, the checkpoint deleted, without an FsShell JVM
+        # to delete it.
+        restart_after_a_lost_checkpoint_on_yarn(report["run_id"], application_of(killed[1]), f"{checkpoint}-lost",
+                                                broker, yarn_cluster, s3_server)
+    finally:
+        broker.stop()
 
 
-def restart_after_a_lost_checkpoint_on_yarn(run_id: str, soak_application: str, checkpoint: str, tmp_path: Path,
+def restart_after_a_lost_checkpoint_on_yarn(run_id: str, soak_application: str, checkpoint: str, broker: LocalCluster,
                                             yarn_cluster: LocalYarn, s3_server: LocalS3) -> None:
     """`eosbench stream --master yarn` resumes the soak's group from an empty `checkpoint`, on the soak's archive."""
     # Here rather than in a test of its own: the soak has already paid for a first application and its
     # localization (18-35 s for a fresh NodeManager to unpack the archive), so this costs one application's
     # start. The stream runs as `eosbench` does from a shell: a child process whose JVM gets the
     # HADOOP_CONF_DIR that --yarn-state-dir names (none is inherited), so the flag alone finds the ResourceManager.
-    cluster = LocalCluster.from_state_dir(tmp_path / "cluster")  # the soak's broker, which it stopped at its end
-    cluster.start()
-    try:
-        bootstrap = cluster.settings.bootstrap_servers
-        settings = StreamSettings(input_topic=f"soak-{run_id}-in", output_topic=f"soak-{run_id}-out",
-                                  bootstrap_server=bootstrap, app_id=f"soak-{run_id}", checkpoint=checkpoint)
-        # What the NodeManager unpacked for the soak's application (its AM attempt after restart-nodemanager,
-        # which empties the NodeManager's caches).
-        local_dirs = yarn_cluster.settings.local_dirs.resolve()
-        unpacked_by_the_soak = unpacked_archives(local_dirs)
-        assert len(unpacked_by_the_soak) == 1, unpacked_by_the_soak
-        # 3,000 more sequence numbers of the soak's load, 30 % of them in aborted transactions.
-        soak_produced, _ = find_resume_point(bootstrap, settings.input_topic, run_id)
-        more = produce(bootstrap, settings.input_topic, soak_produced + 3_000, records_per_transaction=300,
-                       abort_ratio=0.3, seed=9, resume=True, run_id=run_id)
-        assert more.first_seq == soak_produced > 0 and more.records_committed > 0
-        environment = {name: value for name, value in os.environ.items() if name != "HADOOP_CONF_DIR"}
-        completed = subprocess.run([sys.executable, "-m", "eosbench.cli",
-            "stream", "--master", "yarn", "--yarn-state-dir", str(yarn_cluster.settings.state_dir),
-            "--input-topic", settings.input_topic, "--output-topic", settings.output_topic, "--app-id", settings.app_id,
-            "--bootstrap-server", bootstrap, "--checkpoint", checkpoint, "--s3a-config",
-            str(s3_server.settings.credentials_file), "--txn-scope", "slot", "--starting-offsets", "group",
-            "--report-python",
-            # One 2-core executor (a 1 GB container with overhead) and a small AM: one JVM fewer than
-            # two executors on a two-core machine, and every task still runs in a YARN container.
-            "--conf", "spark.executor.instances=1", "--conf", "spark.executor.cores=2",
-            "--conf", "spark.executor.memory=512m", "--conf", "spark.yarn.am.memory=256m",
-            "--conf", "spark.driver.memory=512m"], capture_output=True, text=True, timeout=300, env=environment)
-        assert completed.returncode == 0, completed.stderr[-3000:]
-        assert s3_server.credentials()[1] not in completed.stdout + completed.stderr
-        summary = json.loads(completed.stdout[completed.stdout.index("{\n"):])
-        assert summary["records_in"] == summary["records_out"] == more.records_committed, \
-            "only what came after the group's offsets is read"
-        assert_exactly_once(bootstrap, settings)
-    finally:
-        cluster.stop()
+    bootstrap = broker.settings.bootstrap_servers
+    settings = StreamSettings(input_topic=f"soak-{run_id}-in", output_topic=f"soak-{run_id}-out",
+                              bootstrap_server=bootstrap, app_id=f"soak-{run_id}", checkpoint=checkpoint)
+    # What the NodeManager unpacked for the soak's application (its AM attempt after restart-nodemanager,
+    # which empties the NodeManager's caches).
+    local_dirs = yarn_cluster.settings.local_dirs.resolve()
+    unpacked_by_the_soak = unpacked_archives(local_dirs)
+    assert len(unpacked_by_the_soak) == 1, unpacked_by_the_soak
+    # 3,000 more sequence numbers of the soak's load, 30 % of them in aborted transactions.
+    soak_produced, _ = find_resume_point(bootstrap, settings.input_topic, run_id)
+    more = produce(bootstrap, settings.input_topic, soak_produced + 3_000, records_per_transaction=300,
+                   abort_ratio=0.3, seed=9, resume=True, run_id=run_id)
+    assert more.first_seq == soak_produced > 0 and more.records_committed > 0
+    environment = {name: value for name, value in os.environ.items() if name != "HADOOP_CONF_DIR"}
+    completed = subprocess.run([sys.executable, "-m", "eosbench.cli",
+        "stream", "--master", "yarn", "--yarn-state-dir", str(yarn_cluster.settings.state_dir),
+        "--input-topic", settings.input_topic, "--output-topic", settings.output_topic, "--app-id", settings.app_id,
+        "--bootstrap-server", bootstrap, "--checkpoint", checkpoint, "--s3a-config",
+        str(s3_server.settings.credentials_file), "--txn-scope", "slot", "--starting-offsets", "group",
+        "--report-python",
+        # One 2-core executor (a 1 GB container with overhead) and a small AM: one JVM fewer than
+        # two executors on a two-core machine, and every task still runs in a YARN container.
+        "--conf", "spark.executor.instances=1", "--conf", "spark.executor.cores=2",
+        "--conf", "spark.executor.memory=512m", "--conf", "spark.yarn.am.memory=256m",
+        "--conf", "spark.driver.memory=512m"], capture_output=True, text=True, timeout=300, env=environment)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert s3_server.credentials()[1] not in completed.stdout + completed.stderr
+    summary = json.loads(completed.stdout[completed.stdout.index("{\n"):])
+    assert summary["records_in"] == summary["records_out"] == more.records_committed, \
+        "only what came after the group's offsets is read"
+    assert_exactly_once(bootstrap, settings)
     # Each task ran <local-dirs>/usercache/<user>/appcache/<application>/<container>/environment/bin/python:
     # the ./environment link YARN makes in a container's own folder, to the archive it unpacked.
     container_folder = re.compile(rf"{re.escape(str(local_dirs))}/usercache/[^/]+/appcache/"

@@ -8,8 +8,8 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 from eosbench.console.errors import EXIT_BAD_INPUT
-from eosbench.local.executor_env import (JOB_REQUIREMENTS, ExecutorEnvironment, executor_conf, requirement_closure,
-                                         ships_environment, spark_submit_command)
+from eosbench.local.executor_env import (JOB_REQUIREMENTS, ExecutorEnvironment, _build_only, executor_conf,
+                                         requirement_closure, ships_environment, spark_submit_command)
 from eosbench.local.spark_cluster import spark_home
 from tests.unit.test_cli_errors import assert_one_line_error, run_eosbench
 
@@ -30,6 +30,23 @@ def test_the_closure_follows_requirements_and_leaves_out_what_spark_provides():
     assert names == {"annotated-types", "cffi", "confluent-kafka", "cryptography", "kafka-python", "numpy", "pandas",
                      "prometheus-client", "pyarrow", "pycparser", "pydantic", "pydantic-core", "python-dateutil",
                      "pytz", "pyyaml", "typing-extensions", "typing-inspection", "tzdata"}
+
+
+def test_the_archive_leaves_out_only_what_a_compiler_a_type_checker_or_a_packager_reads():
+    left_out, kept = [], []
+    for distribution in requirement_closure():
+        for record in distribution.files or ():
+            if "tests" not in record.parts:  # left out anyway
+                (left_out if _build_only(record.parts) else kept).append("/".join(record.parts))
+    assert {"pyarrow/include/arrow/api.h", "numpy/_core/include/numpy/ndarrayobject.h", "pyarrow/lib.pyx",
+            "pyarrow/lib.pxd", "numpy/__init__.pyi", "numpy/f2py/__init__.py"} <= set(left_out)
+    # No module, extension or data file of the job's path: numpy's build tools are its only Python.
+    build_tools = ("numpy/distutils/", "numpy/f2py/", "numpy/_pyinstaller/")
+    assert [path for path in left_out if path.endswith((".py", ".pyc", ".so")) and not path.startswith(build_tools)] == []
+    assert [path for path in left_out if ".so" in path or "zoneinfo" in path or ".dist-info/" in path] == []
+    assert {"pyarrow/lib.cpython-311-x86_64-linux-gnu.so", "pytz/zoneinfo/Europe/Paris", "tzdata/zoneinfo/UTC",
+            "numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so"} <= set(kept)
+    assert len(left_out) > (len(left_out) + len(kept)) / 5, "a fifth of the files fewer for a NodeManager to localize"
 
 
 def test_only_a_cluster_master_ships_the_environment():

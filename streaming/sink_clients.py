@@ -156,7 +156,7 @@ def group_offsets_of(plan: TaskPlan, topic: str, partitions: list[int],
                      held_s: float | None = None) -> dict[int, CommittedOffset]:
     """Step 2: the group's committed offsets of these partitions (stable), with the scope that wrote them.
 
-    With `held_s`, offsets an open transaction still holds after that long raise OffsetsHeldOpen.
+    With `held_s`, offsets not yet stable after that long (an open transaction holds them) raise OffsetsHeldOpen.
     """
     cluster = connection_of(plan.producer_config)
     reader = _OFFSET_READERS.get((plan.app_id, cluster))

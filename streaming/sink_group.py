@@ -57,7 +57,7 @@ class SinkPreconditionError(SettingsError):
 
 
 class OffsetsHeldOpen(Exception):
-    """A stable read found offsets still held by an open transaction after the wait its caller allowed."""
+    """A stable read found offsets still unstable (held by an open transaction, as a rule) after its caller's wait."""
 
 
 @dataclass(frozen=True)

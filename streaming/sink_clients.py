@@ -51,6 +51,11 @@ def producer_key(plan: TaskPlan, txn_id: str) -> tuple:
     return txn_id, tuple(sorted(plan.producer_config.items())), plan.sink_client
 
 
+def has_producer(key: tuple) -> bool:
+    """Whether this worker holds a producer for the key, whose init may predate a later producer of its id."""
+    return key in _PRODUCERS
+
+
 def cached_producer(plan: TaskPlan, key: tuple, timings: dict[str, float]):
     """Step 1: the cached producer for T(p), or a new one that has fenced its predecessors."""
     txn_id = key[0]
@@ -147,8 +152,12 @@ def classify(exc: Exception) -> str | None:
     return None
 
 
-def group_offsets_of(plan: TaskPlan, topic: str, partitions: list[int]) -> dict[int, CommittedOffset]:
-    """Step 2: the group's committed offsets of these partitions (stable), with the scope that wrote them."""
+def group_offsets_of(plan: TaskPlan, topic: str, partitions: list[int],
+                     held_s: float | None = None) -> dict[int, CommittedOffset]:
+    """Step 2: the group's committed offsets of these partitions (stable), with the scope that wrote them.
+
+    With `held_s`, offsets not yet stable after that long (an open transaction holds them) raise OffsetsHeldOpen.
+    """
     cluster = connection_of(plan.producer_config)
     reader = _OFFSET_READERS.get((plan.app_id, cluster))
     if reader is None:
@@ -156,7 +165,7 @@ def group_offsets_of(plan: TaskPlan, topic: str, partitions: list[int]) -> dict[
             "group.id": plan.app_id, "isolation.level": "read_committed", "enable.auto.commit": False,
         }), logger=CLIENT_LOG)
         _OFFSET_READERS[(plan.app_id, cluster)] = reader
-    return read_committed_offsets(reader, topic, partitions, plan.app_id)
+    return read_committed_offsets(reader, topic, partitions, plan.app_id, held_s=held_s)
 
 
 def committed_record_between(plan: TaskPlan, topic: str, partition: int, low: int, high: int,

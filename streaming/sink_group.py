@@ -56,6 +56,10 @@ class SinkPreconditionError(SettingsError):
     """The query or the group is such that the protocol cannot hold; nothing was committed."""
 
 
+class OffsetsHeldOpen(Exception):
+    """A stable read found offsets still unstable (held by an open transaction, as a rule) after its caller's wait."""
+
+
 @dataclass(frozen=True)
 class CommittedOffset:
     """One partition's committed offset in the sink's group, with what the commit's metadata tells of it."""
@@ -111,24 +115,27 @@ def _tag_in(tp) -> tuple:
     return next((scope for scope in SCOPES if rest.startswith(scope)), None), None, None, None, None, None
 
 
-def read_committed_offsets(consumer, topic: str, partitions, group: str, timeout_s: float = 60.0) -> dict[int, CommittedOffset]:
+def read_committed_offsets(consumer, topic: str, partitions, group: str, timeout_s: float = 60.0,
+                           held_s: float | None = None) -> dict[int, CommittedOffset]:
     """The committed offsets of `group` (the consumer's) (stable, when the consumer is read_committed) with their scopes.
 
     An error, for the whole request or for one partition, is never read as "no commit", which
     would send the sink back to the start of the partition: a passing one (the coordinator moving
     or loading, a pending transaction's offsets) is retried until the timeout, an authorization
-    refusal names the group or topic, any other raises.
+    refusal names the group or topic, any other raises. With `held_s`, offsets still unstable
+    after that many seconds raise OffsetsHeldOpen instead of waiting on.
     """
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     passing = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
                KafkaError.UNSTABLE_OFFSET_COMMIT, KafkaError.REQUEST_TIMED_OUT, KafkaError.NETWORK_EXCEPTION,
                KafkaError._TRANSPORT, KafkaError._TIMED_OUT}
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     while True:
         try:
             answer = consumer.committed([TopicPartition(topic, p) for p in partitions],
-                                        timeout=min(COMMITTED_CALL_S, max(1.0, deadline - time.monotonic())))
+                                        timeout=min(held_s or COMMITTED_CALL_S, max(1.0, deadline - time.monotonic())))
             error = next((tp.error for tp in answer if tp.error is not None), None)
         except KafkaException as exc:
             error = exc.args[0]
@@ -136,6 +143,13 @@ def read_committed_offsets(consumer, topic: str, partitions, group: str, timeout
             break
         if error.code() == KafkaError._TIMED_OUT:
             error = _refused_lookup(consumer) or error
+        # librdkafka retries an unstable offset itself until the call's timeout, so a held offset
+        # mostly shows as that timeout; a slow coordinator looks the same, and the caller's remedy
+        # (a new producer) is safe for both.
+        if error.code() in (KafkaError.UNSTABLE_OFFSET_COMMIT, KafkaError._TIMED_OUT) and held_s is not None \
+                and time.monotonic() - started >= held_s:
+            raise OffsetsHeldOpen(f"the offsets of {group!r} on {topic} are not stable after"
+                                  f" {time.monotonic() - started:.1f} s ({error.str()})")
         if not (error.retriable() or error.code() in passing) or time.monotonic() >= deadline:
             denied = authorization_failure(error, topic if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED else group)
             raise denied or KafkaException(error)

@@ -50,7 +50,7 @@ from conf.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_hea
 from streaming import sink_clients as clients
 from streaming import transaction_size as sizing
 from streaming.process import POISON, TRANSFORMS, Poison, SourceSlice, arrow_columns
-from streaming.sink_group import SinkPreconditionError, check_scope, new_commit_token, offset_tag
+from streaming.sink_group import OffsetsHeldOpen, SinkPreconditionError, check_scope, new_commit_token, offset_tag
 from streaming.sink_guards import check_no_skip, check_replay_has_its_offsets, check_run
 from streaming.stats import PHASES, latency_histogram, stats_arrow_schema
 from streaming.task_plan import SinkTaskFailed, TaskPlan, slot_transactional_id, transactional_id
@@ -130,6 +130,11 @@ def _produce_slice(producer, plan: TaskPlan, records: SourceSlice, results: list
     return len(kept_timestamps), dead, kept_timestamps
 
 
+# How long Step 2 with a cached producer waits for stable offsets before it takes them for held by
+# an older attempt's transaction and fences it: a transaction this worker just committed may hold
+# them for the few milliseconds its markers take, and a new producer costs one init.
+HELD_OPEN_S = 1.0
+
 # Seen in soaks: after a single broker's kill -9 and restart, a cached producer's records could
 # stay undelivered for minutes; a bounded flush lets Step 5 replace that producer instead.
 FLUSH_TIMEOUT_S = 30.0
@@ -189,9 +194,24 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
         attempt_started = phase_started = time.perf_counter()
         phase, begun, attempted = "init", None, 0
         try:
+            reused = clients.has_producer(key)
             producer = clients.cached_producer(plan, key, timings)                    # Step 1
             started = time.perf_counter()
-            committed = clients.group_offsets_of(plan, topic, [p for _, p in offsets_to_commit])  # Step 2
+            partitions = [p for _, p in offsets_to_commit]
+            try:                                                                      # Step 2
+                committed = clients.group_offsets_of(plan, topic, partitions, held_s=HELD_OPEN_S if reused else None)
+            except OffsetsHeldOpen as held:
+                # In this batch only T commits these partitions, so what holds them is an attempt
+                # of T that this worker's cached producer never saw: a task that failed on another
+                # worker after sending its offsets (Spark retries a task on whichever worker is
+                # free). Nothing else fences it: the read waited its minute, or the broker's
+                # transaction.timeout.ms, before Step 5 made the new producer that this makes now.
+                SINK_LOG.info("%s: %s; a new producer fences the attempt that holds them", txn_id, held)
+                timings["init"] += time.perf_counter() - started
+                clients.drop_producer(key)
+                producer = clients.cached_producer(plan, key, timings)
+                started = time.perf_counter()
+                committed = clients.group_offsets_of(plan, topic, partitions)
             check_scope(committed, topic, plan.app_id, plan.txn_scope)
             check_run(plan, topic, committed)
             check_no_skip(plan, topic, committed, offsets_to_commit)
@@ -282,7 +302,10 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             attempt += 1
             stats["retries"] += 1
             if kind is None:
-                clients.drop_producer(key)  # never leave a worker with a producer inside a transaction
+                # Abort, not only drop: Spark may retry the task on another worker whose cached
+                # producer of T knows nothing of this attempt, and its transaction would hold the
+                # partitions' offsets and the outputs' stable end until transaction.timeout.ms.
+                clients.abort_and_drop(key)
                 raise
             if kind == "denied":  # no retry can grant an ACL: abort what this attempt began, and stop
                 clients.abort_and_drop(key)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from streaming.topic_index import END_FETCH_WAIT_MS
+
 
 def read_all(bootstrap: str, topic: str, isolation: str = "read_committed", timeout_s: float = 30.0) -> list[bytes]:
     """Return the keys of every record in the topic visible at `isolation`, up to each partition's end."""
@@ -14,6 +16,9 @@ def read_all(bootstrap: str, topic: str, isolation: str = "read_committed", time
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "earliest",
+        # It learns a partition's end from an empty fetch, which the broker holds for this long; a
+        # transactional topic ends in a marker, so Kafka's 500 ms came once a partition, every read.
+        "fetch.wait.max.ms": END_FETCH_WAIT_MS,
     })
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions

@@ -11,16 +11,21 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from conf.stream_settings import StreamSettings
 from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.kafka_admin import create_topic
-from streaming import job
-from streaming.verify import group_offsets, verify, wait_until_stable
+from streaming import job, sink_clients
+from streaming.process import SourceSlice
+from streaming.sink_task import run_transaction
+from streaming.task_plan import TaskPlan, transactional_id
+from streaming.verify import group_offsets, stable_and_end_offsets, verify, wait_until_stable
 from tests.integration.kafka_reads import read_all
 from tests.integration.produce_helpers import commit_keys, produce
 from tests.integration.stream_checks import assert_exactly_once, local_checkpoint, logged_batches
@@ -75,6 +80,65 @@ def test_task_failing_after_produce_before_commit_is_retried_exactly_once(bootst
     summary = job.run(spark, settings)
     assert summary.records_out > 0
     assert_exactly_once(bootstrap, settings)
+
+
+@pytest.mark.parametrize("failed_attempt", ["failed in its code", "killed after sending its offsets"])
+def test_a_retry_on_a_worker_with_an_older_producer_fences_the_failed_attempt_at_once(bootstrap, new_topic,
+                                                                                      failed_attempt):
+    """Spark retries a failed task on whichever Python worker is free, and that worker may hold T(p)'s
+    producer from an earlier batch, never told of the failed attempt's newer one. The failed attempt's
+    transaction, with its offsets sent, kept the group's offsets unstable, and the retry's stable read
+    waited out its one-minute bound before a new producer fenced that transaction."""
+    source, sink = new_topic(), new_topic()
+    create_topic(bootstrap, f"{sink}.dlq", 1, 1)
+    produce(bootstrap, source, 100, records_per_transaction=100)
+    end = wait_and_end(bootstrap, source)
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": f"app-{sink}", "isolation.level": "read_committed"})
+    plan = TaskPlan(app_id=f"app-{sink}", output_topic=sink, dead_letter_topic=f"{sink}.dlq", process="passthrough",
+                    producer_config={"bootstrap.servers": bootstrap, "linger.ms": "5"},
+                    group_metadata=reader.consumer_group_metadata(), end_offsets={0: end}, max_retries=5,
+                    pre_register=False, batch_id=0, fault=None, input_partitions=1)
+    txn_id, records = transactional_id(plan.app_id, source, 0), input_slice(source, 100)
+    key = sink_clients.producer_key(plan, txn_id)
+    sink_clients.cached_producer(plan, key, {"init": 0.0})  # this worker's, from an earlier batch
+    older = sink_clients._PRODUCERS.pop(key)
+    if failed_attempt == "failed in its code":  # on another worker, by the test's fault hook (no task: it always fires)
+        with pytest.raises(RuntimeError, match="injected fault"):
+            run_transaction(replace(plan, fault="fail-task-before-commit:0:0"), txn_id, [records], {(source, 0): end})
+    else:  # an executor killed after send_offsets_to_transaction: nothing can abort its transaction
+        killed = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
+        killed.init_transactions(30)
+        killed.begin_transaction()
+        killed.produce(sink, b"from the killed attempt", b"0")
+        killed.send_offsets_to_transaction([TopicPartition(source, 0, end)], plan.group_metadata, 30)
+        assert killed.flush(30) == 0
+    sink_clients._PRODUCERS[key] = older  # Spark's retry lands on this worker
+    try:
+        started = time.monotonic()
+        row = run_transaction(plan, txn_id, [records], {(source, 0): end})
+        took = time.monotonic() - started
+    finally:
+        sink_clients.drop_producer(key)
+        reader.close()
+    assert row["outcome"] == "committed" and row["records_out"] == 100
+    assert took < 10, f"the retry took {took:.0f} s: it waited on the failed attempt's open transaction"
+    assert sorted(int(k) for k in read_all(bootstrap, sink)) == list(range(100))
+    assert group_offsets(bootstrap, plan.app_id, source, [0]) == {0: end}
+
+
+def wait_and_end(bootstrap: str, topic: str) -> int:
+    """Partition 0's end offset, once no transaction is open on it."""
+    assert wait_until_stable(bootstrap, [topic], timeout_s=30) == []
+    return stable_and_end_offsets(bootstrap, topic)[0][1]
+
+
+def input_slice(topic: str, records: int) -> SourceSlice:
+    """Partition 0 of an input `eosbench produce` filled with one transaction, as a sink task receives it."""
+    now_ms = int(time.time() * 1000)
+    keys = [str(seq).encode() for seq in range(records)]
+    return SourceSlice(keys=keys, values=keys, offsets=list(range(records)), timestamps=[now_ms] * records,
+                       src=[f"{topic}:0:{o}".encode() for o in range(records)], in_ts=[str(now_ms).encode()] * records,
+                       topic=topic, partition=0)
 
 
 @pytest.mark.parametrize("checkpoint", ["file-uri", "hdfs"], indirect=True)

@@ -106,7 +106,7 @@ def run_one_transaction(monkeypatch, producers: list[TransactionalProducer]) -> 
         return sink_clients._PRODUCERS[key]
     monkeypatch.setattr(sink_clients, "cached_producer", next_producer)
     monkeypatch.setattr(sink_clients, "group_offsets_of",
-                        lambda plan, topic, partitions: {p: CommittedOffset(-1, None) for p in partitions})
+                        lambda plan, topic, partitions, held_s=None: {p: CommittedOffset(-1, None) for p in partitions})
     plan = TaskPlan(app_id="app", output_topic="out", dead_letter_topic="out.dlq", process="passthrough",
                              producer_config={}, group_metadata="group", end_offsets={0: 10}, max_retries=2,
                              pre_register=False, batch_id=7, fault=None)

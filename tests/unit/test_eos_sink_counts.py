@@ -63,6 +63,21 @@ def test_a_replay_after_a_clean_commit_is_still_skipped(cluster):
     assert replay["outcome"] == "skipped_replay" and replay["records_out"] == 0 and replay["records_skipped"] == 8
 
 
+def test_offsets_held_open_past_a_cached_producer_get_a_new_producer_and_a_fresh_one_waits(cluster, monkeypatch):
+    monkeypatch.setattr(sink_task, "HELD_OPEN_S", 0.0)
+    sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 4))], {("in", 0): 5})
+    assert len(cluster.producers) == 1
+    # An attempt on another worker holds them: librdkafka retries UNSTABLE_OFFSET_COMMIT until its timeout.
+    cluster.read_errors = [KafkaError._TIMED_OUT] * 2
+    stats = sink_task.run_transaction(plan_for(end_offsets={0: 10}), "app.in.0", [records(range(5, 8))], {("in", 0): 10})
+    assert len(cluster.producers) == 2, "the cached producer gave way to one whose init fences the holder"
+    assert stats["outcome"] == "committed" and stats["retries"] == 0 and cluster.group[("in", 0)][0] == 10
+    cluster.read_errors = [KafkaError._TIMED_OUT, KafkaError.UNSTABLE_OFFSET_COMMIT]
+    sink_clients.drop_producer(sink_clients.producer_key(plan_for(), "app.in.0"))
+    sink_task.run_transaction(plan_for(end_offsets={0: 12}), "app.in.0", [records(range(10, 11))], {("in", 0): 12})
+    assert len(cluster.producers) == 3, "a new producer has fenced every holder of its id: it waits, as before"
+
+
 def test_a_passing_error_in_the_committed_offset_read_is_retried_never_read_as_no_commit(cluster):
     cluster.group[("in", 0)] = (10, "")  # batch 0 was committed; Spark replays it
     cluster.read_errors = [KafkaError.COORDINATOR_LOAD_IN_PROGRESS]

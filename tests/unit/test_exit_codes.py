@@ -122,7 +122,7 @@ def _our_exception_classes():
 
 
 # Raised and caught inside the engines, never reaching the command line as themselves.
-INTERNAL = {"BatchInterrupted", "SinkTaskFailed"}
+INTERNAL = {"BatchInterrupted", "OffsetsHeldOpen", "SinkTaskFailed"}
 
 
 def test_every_failure_class_of_ours_has_a_kind_with_an_exit_code():

@@ -37,7 +37,7 @@ FINAL_LINE = re.compile(
 )
 ABORT_RATIOS = (0.1, 0.5, 0.9)
 THROTTLED_RATES = (500, 5_000)
-THROTTLED_SECONDS = 6  # 3,000 records at 500 records/s: issue 14's comparison
+THROTTLED_SECONDS = 6  # 3,000 records at 500 records/s, against Java's tool
 LATENCY_PROPS = ("acks=all", "linger.ms=0")
 # eosbench's throttled p50 may exceed Java's by 2 ms or by half, whichever is larger.
 P50_SLACK_MS = 2.0

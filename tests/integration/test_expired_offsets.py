@@ -1,6 +1,6 @@
 """The sink's group offsets gone, a grown input, a slice longer than a transaction may last: on the real broker.
 
-The second review's holes (issue 25), each run as a user meets it: a run finishes, the driver
+Each case run as a user meets it: a run finishes, the driver
 "died" before Spark's commit log, the group's offsets are deleted (what expiry leaves), and the
 user restarts with the same command, then with the checkpoint lost, then the way back. Every
 step ends in the verifier's exact multisets.

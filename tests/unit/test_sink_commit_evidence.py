@@ -1,4 +1,4 @@
-"""What the sink's commits leave as evidence, and what the sink concludes from it (issue 25's second review).
+"""What the sink's commits leave as evidence, and what the sink concludes from it.
 
 Against the fake cluster of tests/unit/fake_kafka.py: a refresh whose commit did not land is not
 counted as done, a slice too large for one transaction commits in several without writing a record

@@ -299,7 +299,6 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     from streaming.checkpoint import CheckpointLog
     from streaming.eos_sink import TransactionalSink
     from streaming.quiet_stop import stop_quietly
-
     from streaming.sink_start import resolved_scope
 
     summary = StreamSummary()

@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
-from streaming.topic_index import END_FETCH_WAIT_MS
+from streaming.topic_index import topic_reader
 
 
 def read_all(bootstrap: str, topic: str, isolation: str = "read_committed", timeout_s: float = 30.0) -> list[bytes]:
     """Return the keys of every record in the topic visible at `isolation`, up to each partition's end."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": "eosbench-tests-reader",
-        "isolation.level": isolation,
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "earliest",
-        # It learns a partition's end from an empty fetch, which the broker holds for this long; a
-        # transactional topic ends in a marker, so Kafka's 500 ms came once a partition, every read.
-        "fetch.wait.max.ms": END_FETCH_WAIT_MS,
-    })
+    consumer = topic_reader(bootstrap, isolation)  # verify's reader: its end of a partition costs no 500 ms wait
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])

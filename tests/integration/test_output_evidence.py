@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conf.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_header
@@ -22,7 +22,7 @@ from eosbench.local.kafka_admin import create_topic
 from streaming import job
 from streaming.sink_group import SinkPreconditionError
 from streaming.starting_offsets import resolve_starting_offsets
-from streaming.topic_index import END_FETCH_WAIT_MS
+from streaming.topic_index import topic_reader
 from streaming.verify import wait_until_stable
 from tests.integration.produce_helpers import produce
 from tests.integration.stream_checks import assert_exactly_once
@@ -30,9 +30,7 @@ from tests.integration.stream_checks import assert_exactly_once
 
 def committed_records(bootstrap: str, topic: str, partition: int, start: int) -> list[tuple[int, bytes, bytes, int]]:
     """(offset, key, value, timestamp) of each committed record of one input partition from `start` on."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "evidence-tests", "isolation.level":
-                         "read_committed", "enable.auto.commit": False, "enable.partition.eof": True,
-                         "fetch.wait.max.ms": END_FETCH_WAIT_MS})  # its end is an empty fetch (kafka_reads.read_all)
+    consumer = topic_reader(bootstrap, "read_committed")
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
         records = []

@@ -18,7 +18,7 @@ from streaming.sink_task import run_transaction
 from streaming.task_plan import TaskPlan
 from streaming.process import arrow_columns
 from streaming.sink_group import read_committed_offsets
-from streaming.topic_index import END_FETCH_WAIT_MS
+from streaming.topic_index import topic_reader
 from streaming.verify import stable_and_end_offsets
 from tests.integration.kafka_reads import read_all
 from tests.integration.produce_helpers import commit_keys, produce
@@ -37,9 +37,7 @@ class Recorder(logging.Handler):
 
 def slice_of(bootstrap: str, topic: str) -> tuple:
     """Partition 0 of a topic as the Arrow columns a sink task receives."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "slice-reader", "isolation.level": "read_committed",
-                         "auto.offset.reset": "earliest", "enable.partition.eof": True,
-                         "fetch.wait.max.ms": END_FETCH_WAIT_MS})  # its end is an empty fetch (kafka_reads.read_all)
+    consumer = topic_reader(bootstrap, "read_committed")
     consumer.assign([TopicPartition(topic, 0, 0)])
     rows = {"topic": [], "partition": [], "offset": [], "timestamp": [], "key": [], "value": []}
     while True:

@@ -5,7 +5,8 @@ pytest temp folder, so a user's own `eosbench broker start` on 9092 is left alon
 broker (SASL_SSL, SCRAM-SHA-512, ACLs) listens on 19492 (19592, 19692), the Spark standalone
 cluster on 17177 (UI 18180), the HDFS on 18020 (NameNode RPC; its HTTP and the DataNode's ports
 on 18021-18024), the YARN on 28032-28039 (apart from `eosbench yarn start`'s default 18032) and
-the S3 server on 18333; each starts only when a test asks for it.
+the S3 server on 18333; each starts only when a test asks for it. The short-retention broker of
+tests/integration/idle_retention.py listens on 19700 (19800, 19900).
 EOSBENCH_TEST_BROKER_PORT moves the test broker, so that two runs on one machine do not collide.
 """
 
@@ -28,6 +29,7 @@ from eosbench.local.s3 import LocalS3
 from eosbench.local.spark import spark_session
 from eosbench.local.spark_cluster import StandaloneCluster
 from eosbench.local.yarn import LocalYarn
+from tests.integration.idle_retention import IdleRetentionRun
 from tests.integration.produce_helpers import produce
 
 TEST_BROKER_PORT = int(os.environ.get("EOSBENCH_TEST_BROKER_PORT", "19092"))
@@ -41,10 +43,22 @@ TEST_S3_PORT = 18333
 
 
 def pytest_collection_modifyitems(items):
-    """Mark everything under tests/integration as integration."""
+    """Mark everything under tests/integration as integration, and put the overlapped tests last."""
     for item in items:
         if "/integration/" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+    # An overlapped test's scenario runs in the background from the session's start (below), so the
+    # later its judging comes, the more of its wait the other tests cover. The sort is stable.
+    items.sort(key=lambda item: item.get_closest_marker("overlapped") is not None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def overlapped_scenarios(request) -> None:
+    """Start the background scenario of every collected overlapped test before the first integration test."""
+    wanted = {name for item in request.session.items if item.get_closest_marker("overlapped")
+              for name in item.fixturenames if name in OVERLAPPED_SCENARIOS}
+    for name in sorted(wanted):
+        request.getfixturevalue(name)
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +74,20 @@ def _session_cluster(settings: ClusterSettings) -> Iterator[LocalCluster]:
     cluster.start(fresh=True)
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def idle_retention_run(tmp_path_factory) -> Iterator[IdleRetentionRun]:
+    """Two streams idle past the offsets' retention on a broker of their own, started and left running."""
+    run = IdleRetentionRun(tmp_path_factory.mktemp("idle-retention"))
+    try:
+        run.start()
+        yield run
+    finally:
+        run.stop()
+
+
+OVERLAPPED_SCENARIOS = ("idle_retention_run",)
 
 
 @pytest.fixture(scope="session")

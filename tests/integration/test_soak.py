@@ -112,6 +112,23 @@ def assert_clean(report: dict, tmp_path: Path, matched_by_key: bool = False, rea
     assert report["timeline"][-1][1] >= final["input_committed"]
 
 
+def assert_three_nodes_started(started: subprocess.CompletedProcess, state: list[str]) -> None:
+    """`eosbench broker start --brokers 3` printed the bootstrap servers and the admin's settings,
+    `status` says all three are up, a second start is a no-op and a start of another shape is refused."""
+    assert started.returncode == 0, started.stderr
+    nodes = ",".join(f"127.0.0.1:{SOAK_BROKER_PORT + i}" for i in range(3))
+    assert started.stdout.splitlines() == [nodes, f"{state[1]}/security/client.properties"]
+    status = run_eosbench("broker", "status", *state)
+    assert status.returncode == 0, status.stdout
+    assert [line.split("\t")[1] for line in status.stdout.splitlines() if line.startswith("node ")] == ["up"] * 3
+    assert "cluster: running, 3/3 brokers registered [1, 2, 3]" in status.stdout
+    again = run_eosbench("broker", "start", "--brokers", "3", "--security", "sasl-ssl", "--port",
+                         str(SOAK_BROKER_PORT), *state)
+    assert again.returncode == 0 and again.stdout == started.stdout, "start on a running cluster is a no-op"
+    other_shape = run_eosbench("broker", "start", "--brokers", "1", "--port", str(SOAK_BROKER_PORT), *state)
+    assert other_shape.returncode == 2 and "run `eosbench broker stop` first" in other_shape.stderr
+
+
 def test_realtime_mode_on_three_sasl_ssl_brokers_survives_every_local_fault_kind_and_its_dashboard_reads_it(tmp_path):
     # One soak for two setups, to keep the suite's soaks few: real-time mode (its writer's commits
     # every 100 ms, 5 s epochs) on the soak's own three-broker cluster with a SCRAM-SHA-512 SASL_SSL
@@ -128,15 +145,21 @@ def test_realtime_mode_on_three_sasl_ssl_brokers_survives_every_local_fault_kind
     prometheus = LocalPrometheus(tmp_path / "prometheus", port=SOAK_PROMETHEUS_PORT, interval="1s", targets={
         "eosbench-producer": SOAK_METRICS_PORT, "eosbench-stream": SOAK_METRICS_PORT + 1,
         "eosbench-soak": SOAK_METRICS_PORT + 2})
-    # The soak serves no metrics before its three brokers are up: Prometheus starts meanwhile.
+    # The soak serves no metrics before its three brokers are up: Prometheus starts meanwhile. The
+    # brokers are started (and stopped) through `eosbench broker`, whose three-node start, status
+    # and stop this checks on the way (the soak leaves running a cluster it did not start).
     starting = ThreadPoolExecutor(1)
     prometheus_up = starting.submit(prometheus.start)
     starting.shutdown(wait=False)  # the start already submitted runs on
+    state = ["--state-dir", str(tmp_path / "cluster")]
     try:
+        started = run_eosbench("broker", "start", "--brokers", "3", "--security", "sasl-ssl", "--port",
+                               str(SOAK_BROKER_PORT), *state, timeout=240)
+        assert_three_nodes_started(started, state)
         report = run_soak(tmp_path, "--brokers", "3", "--security", "sasl-ssl", "--trigger", "realtime:5 seconds",
                           "--partitions", "2", "--faults", ",".join(REALTIME_FAULTS), "--gate-records", "200",
                           "--max-faults", str(len(REALTIME_FAULTS)), "--metrics-linger", "2", duration="12m",
-                          timeout=960)
+                          timeout=960, keep_broker=True)
         prometheus_up.result()
         for board, title, expr in dashboard_queries("soak.json"):
             assert_plausible(highest_in_the_last_10_minutes(prometheus, expr), f"{board} / {title}: {expr}")
@@ -154,6 +177,12 @@ def test_realtime_mode_on_three_sasl_ssl_brokers_survives_every_local_fault_kind
     finally:
         prometheus_up.exception()  # a start still under way would leave its server behind the stop
         prometheus.stop()
+        stopped = run_eosbench("broker", "stop", *state, timeout=120)
+    assert stopped.returncode == 0 and stopped.stdout.strip() == "stopped 3 broker(s)"
+    assert run_eosbench("broker", "stop", *state).stdout.strip() == "no broker running"
+    after = run_eosbench("broker", "status", *state)
+    assert after.returncode == 1
+    assert [line.split("\t")[1] for line in after.stdout.splitlines() if line.startswith("node ")] == ["down"] * 3
     assert_clean(report, tmp_path, realtime=True)
     assert sorted(fault["kind"] for fault in report["faults"]) == sorted(REALTIME_FAULTS)
     recovered = {kind: entry["recovery_median_s"] for kind, entry in report["by_kind"].items()}

@@ -41,6 +41,7 @@ from conf.client_config import Connection, connection
 from conf.produce_settings import ProduceSettings
 from conf.stream_settings import SOURCE_OPTION_DEFAULTS, StreamSettings
 from eosbench.bench import results
+from eosbench.bench.consumer_anchor import anchors
 from eosbench.bench.latency import fed_input
 from eosbench.bench.protocol import exporter_urls, request_counts
 from eosbench.bench.spark_figures import (ARM, COORDINATOR_REQUESTS, SOURCE_REQUESTS, arm_of, scaling_figures,
@@ -148,7 +149,12 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
     batch_seconds: dict[str, list[float]] = {variant: [] for variant in measured}
     phases: dict[str, dict] = {}
     scaling: dict[str, list[dict]] = {}
+    anchor_reads: dict[str, list[dict]] = {}
     for round_number in range(1, rounds + 1):
+        for reader, read in anchors(bootstrap, source).items():  # each round: the anchor shares its load
+            anchor_reads.setdefault(reader, []).append(read)
+            print(f"round {round_number} anchor {reader:<25} {read['records']:>10,} records in {read['seconds']:6.2f} s"
+                  f" = {read['records_per_sec']:>10,.0f} records/s (load average {os.getloadavg()[0]:.2f})", flush=True)
         shift = (round_number - 1) % len(measured)
         for variant in measured[shift:] + measured[:shift]:  # rotate so no sink always goes first
             settings = settings_for(variant, f"{variant_tag(variant)}-r{round_number}")
@@ -191,7 +197,10 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
               "max_offsets_per_trigger": max_offsets, "rounds": rounds, "throughput": throughput,
               "median_records_per_sec": medians, "phases": phases, "scaling": scaling, "master": master or "local",
               "source_option_defaults": SOURCE_OPTION_DEFAULTS,
-              "source_arms": {label: list(options) for label, options in arms.items()}}
+              "source_arms": {label: list(options) for label, options in arms.items()},
+              "anchors": anchor_reads,
+              "median_anchor_records_per_sec": {reader: statistics.median(read["records_per_sec"] for read in reads)
+                                                for reader, reads in anchor_reads.items()}}
     if "kafka-eos" in medians and "kafka-alo" in medians:
         report["eos_over_alo"] = medians["kafka-eos"] / medians["kafka-alo"]
     if "kafka-eos+prereg" in medians and "kafka-eos+kafka-python" in medians:
@@ -274,7 +283,7 @@ def _trigger_rounds(bootstrap: str | Connection, spark, settings_for, source: st
 
 
 def _append_rows(spark, report: dict, batch_seconds: dict[str, list[float]], results_dir: Path) -> str:
-    """One results-table row per sink and mode (available-now drain, 1 s trigger); returns where they went."""
+    """One results-table row per sink and mode (available-now drain, 1 s trigger) and per anchor; returns where they went."""
     common = dict(run_id=report["run_id"], bench="spark", workload=None, git_revision=results.git_revision(),
                   machine_json=json.dumps(results.machine_facts()), brokers=report["brokers"], record_size=100,
                   abort_ratio=0.0, records=report["records"], latency_kind="micro-batch")
@@ -298,6 +307,11 @@ def _append_rows(spark, report: dict, batch_seconds: dict[str, list[float]], res
                 config_json=json.dumps({"mode": mode, "max_offsets_per_trigger": batch_offsets,
                                         **variant_fields(variant, report.get("source_arms", {}))}),
                 figures_json=json.dumps({"throughput": rates[variant]})))
+    for reader, rate in report["median_anchor_records_per_sec"].items():  # as the sweep's anchors: bench "anchor"
+        rows.append(results.new_row(
+            **{**common, "bench": "anchor"}, cell=f"anchor-{reader}", sink=reader, throughput_rps=rate,
+            goodput_rps=rate, config_json=json.dumps({"mode": "read_committed, whole input"}),
+            figures_json=json.dumps({"throughput": [read["records_per_sec"] for read in report["anchors"][reader]]})))
     path = results.append_rows(spark, rows, results_dir)
     return f"{path} ({len(rows)} rows)"
 
@@ -343,6 +357,13 @@ def _latency_run(bootstrap: str | Connection, settings_for, rate: float, seconds
 def _print(report: dict, path: Path) -> None:
     for variant, rate in report["median_records_per_sec"].items():
         print(f"{variant:<18} median {rate:>10,.0f} records/s")
+    anchor_rates = report["median_anchor_records_per_sec"]
+    if anchor_rates:
+        readers = ", ".join(f"{reader} {rate:,.0f}" for reader, rate in anchor_rates.items())
+        tool = anchor_rates["kafka-consumer-perf-test"]
+        shares = ", ".join(f"{variant} {rate / tool:.2f}" for variant, rate in report["median_records_per_sec"].items())
+        print(f"anchor, one plain read_committed reader of the same input: {readers} records/s;"
+              f" each variant / kafka-consumer-perf-test: {shares}")
     for label, options in report.get("source_arms", {}).items():
         defaults = " ".join(f"{name}={value}" for name, value in SOURCE_OPTION_DEFAULTS.items())
         print(f"source arm @{label}: {' '.join(options)}; the arms without @ have the job's own ({defaults})")

@@ -192,7 +192,15 @@ def test_spark_bench_runs_both_sinks_available_now_and_at_a_1s_trigger(bootstrap
     backlog = set(sequence_numbers(read_all(bootstrap, at["input_topic"])))
     written = sequence_numbers(read_all(bootstrap, f"{source}-kafka-eos-trigger-r1"))
     assert written and len(written) == len(set(written)) and set(written) <= backlog
+    # The anchor: Kafka's own consumer perf tool and one librdkafka consumer read the same committed input.
+    assert sorted(report["anchors"]) == ["kafka-consumer-perf-test", "librdkafka-consumer"]
+    assert [[(read["records"], read["records_per_sec"] > 0) for read in reads] for reads in report["anchors"].values()] \
+        == [[(SPARK_BENCH_RECORDS, True)]] * 2, report["anchors"]
+    assert "anchor, one plain read_committed reader of the same input: kafka-consumer-perf-test" in completed.stdout
     rows = [r for r in results.read_rows(spark, tmp_path) if r["run_id"] == report["run_id"]]
+    anchor_rows = sorted(r["cell"] for r in rows if r["bench"] == "anchor")
+    assert anchor_rows == ["anchor-kafka-consumer-perf-test", "anchor-librdkafka-consumer"]
+    rows = [r for r in rows if r["bench"] == "spark"]
     assert sorted(r["cell"] for r in rows) == ["kafka-alo-available-now", "kafka-alo-trigger-1s",
                                                "kafka-eos-available-now", "kafka-eos-trigger-1s"]
     for r in rows:

@@ -29,6 +29,7 @@ import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.AuthorizationException;
 import org.apache.kafka.common.errors.InterruptException;
+import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -63,6 +64,10 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
     private static final String SCOPE_TAG = "eosbench txn-scope=partition;partitions=%d;token=%016x;";
     private static final long TIMER_PERIOD_MS = 5;
     private static final SecureRandom RANDOM = new SecureRandom();
+    // How long c may stay unstable before a reused producer gives way to a new one (settle), and the
+    // read's wait otherwise: a transaction of T(p) still settling ends well within it.
+    private static final Duration HELD_OPEN = Duration.ofSeconds(1);
+    private static final Duration COMMITTED_WAIT = Duration.ofSeconds(60);
     // Producers and offset readers outlive a task (an epoch), so the next epoch's task on this executor
     // skips initTransactions; a task takes one out and puts it back when it closes cleanly, so two
     // tasks of one T(p) on one executor never share one. They are keyed by their whole client
@@ -223,27 +228,53 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
         }
     }
 
-    /** Steps 1-3: a producer of T(p) that fenced every older one, then c, then what is left to write. */
+    /**
+     * Steps 1-3: a producer of T(p) that fenced every older one, then c, then what is left to write.
+     *
+     * <p>An idle producer fenced nothing: another executor may hold a newer producer of T(p) whose
+     * failed attempt left a transaction open with p's offset in it, and c is unstable until that
+     * transaction ends. So a reused producer gives the read {@link #HELD_OPEN} only; offsets still
+     * held open then get a new producer at once, whose initTransactions fences that attempt and
+     * aborts its transaction, and the read again, with the usual wait. Without it the read waited
+     * out its 60 s before the producer's next call found itself fenced (the Python sink's Step 2
+     * does the same, streaming/sink_task.py).
+     */
     private void settle() {
+        boolean reused = false;
         if (producer == null) {
             producer = IDLE_PRODUCERS.remove(producerKey());
+            reused = producer != null;
             if (producer == null) {
-                Map<String, Object> props = new HashMap<>(clientProps);
-                props.putAll(producerProps);
-                props.put("transactional.id", transactionalId());
-                props.put("enable.idempotence", "true");
-                props.put("key.serializer", ByteArraySerializer.class.getName());
-                props.put("value.serializer", ByteArraySerializer.class.getName());
-                producer = new KafkaProducer<>(props);
-                producer.initTransactions();
-                counters.add(Counters.PRODUCERS, 1);
+                producer = newProducer();
             }
         }
-        committed = readCommitted();
+        try {
+            committed = readCommitted(reused ? HELD_OPEN : COMMITTED_WAIT);
+        } catch (TimeoutException heldOpen) {
+            if (!reused) {
+                throw heldOpen;
+            }
+            discardProducer();
+            producer = newProducer();
+            committed = readCommitted(COMMITTED_WAIT);
+        }
         kept.removeIf(record -> record.offset() < committed);
     }
 
-    private long readCommitted() {
+    private KafkaProducer<byte[], byte[]> newProducer() {
+        Map<String, Object> props = new HashMap<>(clientProps);
+        props.putAll(producerProps);
+        props.put("transactional.id", transactionalId());
+        props.put("enable.idempotence", "true");
+        props.put("key.serializer", ByteArraySerializer.class.getName());
+        props.put("value.serializer", ByteArraySerializer.class.getName());
+        KafkaProducer<byte[], byte[]> created = new KafkaProducer<>(props);
+        created.initTransactions();
+        counters.add(Counters.PRODUCERS, 1);
+        return created;
+    }
+
+    private long readCommitted(Duration wait) {
         if (reader == null) {
             reader = IDLE_READERS.remove(readerKey());
         }
@@ -256,7 +287,7 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
             props.put("value.deserializer", ByteArrayDeserializer.class.getName());
             reader = new KafkaConsumer<>(props);
         }
-        OffsetAndMetadata found = reader.committed(Set.of(inputPartition), Duration.ofSeconds(60)).get(inputPartition);
+        OffsetAndMetadata found = reader.committed(Set.of(inputPartition), wait).get(inputPartition);
         return found == null ? -1 : found.offset();
     }
 

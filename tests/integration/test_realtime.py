@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from conf.stream_settings import StreamSettings
 from eosbench.local.kafka_admin import create_topic
@@ -163,10 +163,11 @@ def _writer(spark, bootstrap: str, app_id: str, output: str, **client):
 
 
 def _rows(spark, topic: str):
-    """Two rows as the Kafka source hands them to the writer (Java Rows with the source's schema)."""
+    """Three rows of partition 0 as the Kafka source hands them to the writer (Java Rows with the source's schema)."""
     from datetime import datetime
 
-    frame = spark.createDataFrame([(b"1", b"one", topic, 0, 0, datetime.now()), (b"2", b"two", topic, 0, 1, datetime.now())],
+    frame = spark.createDataFrame([(str(offset + 1).encode(), b"value", topic, 0, offset, datetime.now())
+                                   for offset in range(3)],
                                   "key binary, value binary, topic string, partition int, offset long, timestamp timestamp")
     return list(frame._jdf.collectAsList())
 
@@ -215,3 +216,23 @@ def test_the_realtime_writer_fails_its_task_rather_than_lose_a_row_and_keys_idle
     writer.process(rows[1])  # c is now past it: dropped, but the producer is taken first
     writer.close(None)
     assert list(counters.value())[producers] == 1, "a producer of other settings is built, not borrowed"
+
+    # A newer producer of T(0) holds the partition's offset open, as a failed attempt on another executor
+    # leaves it (its offsets sent, never committed). Before, the next writer on this JVM took its idle
+    # producer, which fenced nothing, and its offset read waited out 60 s for a stable offset, then
+    # failed the task; now the read gives way after a second to a new producer, which fences the newer
+    # one and aborts its transaction, and the row is committed once.
+    newer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"app-{sink}.{source}.0"})
+    newer.init_transactions(30)
+    newer.begin_transaction()
+    group = Consumer({"bootstrap.servers": bootstrap, "group.id": f"app-{sink}"})
+    newer.send_offsets_to_transaction([TopicPartition(source, 0, 2)], group.consumer_group_metadata(), 30)
+    group.close()
+    writer, counters = _writer(spark, bootstrap, f"app-{sink}", sink)
+    writer.open(0, 4)
+    writer.process(rows[2])
+    writer.close(None)
+    assert list(counters.value())[producers] == 1 and list(counters.value())[transactions] == 1
+    with pytest.raises(KafkaException, match="(?i)fenc"):
+        newer.commit_transaction(30)
+    assert sorted(int(key) for key in read_all(bootstrap, sink)) == [2, 3], "each row once, the newer one's nothing"

@@ -20,6 +20,11 @@ PASSING = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_
                      KafkaError.REQUEST_TIMED_OUT, KafkaError.NETWORK_EXCEPTION, KafkaError._TRANSPORT,
                      KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT})
 RETRY_PAUSE_S = 0.2
+# How long the broker may hold a fetch that finds nothing new, for the readers that read a partition
+# to its end (librdkafka's fetch.wait.max.ms): a reader learns that it is at the end from such a
+# fetch, and a transactional partition ends in a marker, not a record, so at Kafka's 500 ms every
+# read to the end waited half a second per partition.
+END_FETCH_WAIT_MS = 10
 
 
 def watermark_offsets(consumer, topic: str, partition: int, timeout_s: float, cached: bool = False) -> tuple[int, int]:

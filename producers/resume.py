@@ -9,7 +9,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.failures import kafka_failure
-from conf.watermarks import watermark_offsets
+from conf.watermarks import END_FETCH_WAIT_MS, watermark_offsets
 
 # Every record of a load carries its run id in this header; a resumed load finds its own records by it.
 RUN_ID_HEADER = "eos.run_id"
@@ -25,7 +25,7 @@ def find_resume_point(bootstrap: str | Connection, topic: str, run_id: str | Non
     """
     consumer = Consumer(connection(bootstrap).librdkafka(**{
         "group.id": f"eosbench-resume-{topic}", "isolation.level": "read_committed", "enable.auto.commit": False,
-        "enable.partition.eof": True,
+        "enable.partition.eof": True, "fetch.wait.max.ms": END_FETCH_WAIT_MS,
     }), logger=CLIENT_LOG)
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)

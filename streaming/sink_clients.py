@@ -14,6 +14,7 @@ import time
 from conf.client_config import connection_of
 from conf.client_log import CLIENT_LOG
 from conf.failures import AuthorizationFailure, authorization_error_name
+from conf.watermarks import END_FETCH_WAIT_MS
 from streaming.sink_group import CommittedOffset, read_committed_offsets
 from streaming.task_plan import TaskPlan
 
@@ -175,7 +176,7 @@ def committed_record_between(plan: TaskPlan, topic: str, partition: int, low: in
     kafka = kafka_module()
     reader = kafka.Consumer(connection_of(plan.producer_config).librdkafka(**{
         "group.id": f"{plan.app_id}.gap-check", "isolation.level": "read_committed", "enable.auto.commit": False,
-        "enable.partition.eof": True}), logger=CLIENT_LOG)
+        "enable.partition.eof": True, "fetch.wait.max.ms": END_FETCH_WAIT_MS}), logger=CLIENT_LOG)
     try:
         reader.assign([kafka.TopicPartition(topic, partition, low)])
         deadline = time.monotonic() + timeout_s

@@ -36,7 +36,7 @@ from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.failures import authorization_failure
 from conf.headers import SRC_HEADER, TXN_HEADER, read_txn_header
-from conf.watermarks import watermark_offsets
+from conf.watermarks import END_FETCH_WAIT_MS, watermark_offsets
 from streaming.process import POISON, Transform
 
 NULL_KEY = -(1 << 62)
@@ -47,7 +47,6 @@ TOMBSTONE_DIGEST = -2
 POISON_DIGEST = -3
 FOREIGN_SOURCE = -2
 PROGRESS_EVERY_S = 5.0  # a long read reports how far it got this often (records_to_end)
-END_FETCH_WAIT_MS = 10  # how long the broker may hold a fetch of topic_reader's that finds nothing new
 _INTEGER_FIELDS = ("seq", "partition", "offset", "src_partition", "src_offset", "txn", "txn_records", "digest")
 
 

@@ -2,42 +2,31 @@
 
 The group has no members, so the broker drops each partition's offset a retention after that
 partition's last commit. The streams run in the background from the session's start on a broker
-of their own with the shortest retention Kafka allows (tests/integration/idle_retention.py); this
-test, which the collection puts last, judges what they left.
+of their own with the shortest retention Kafka allows (tests/integration/idle_retention.py), which
+reads the offsets as the streams end and resumes the micro-batch one from them; this test, which
+the collection puts last, judges what it found.
 """
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
-
-from conf.stream_settings import StreamSettings
-from streaming import job
-from streaming.verify import group_offsets, stable_and_end_offsets, verify
-from tests.integration.idle_retention import RT_SINK, RT_SOURCE, SINK, SOURCE
 
 
 @pytest.mark.overlapped
-def test_idle_partitions_keep_their_offsets_in_both_modes_and_a_lost_checkpoint_resumes_exactly(
-        idle_retention_run, spark):
-    run = idle_retention_run
-    bootstrap = run.bootstrap
-    exits = run.wait()
-    for mode, ended in exits.items():
+def test_idle_partitions_keep_their_offsets_in_both_modes_and_a_lost_checkpoint_resumes_exactly(idle_retention_run):
+    found = idle_retention_run.findings()
+    for mode, ended in found.exits.items():
         assert ended.returncode == 0, f"{mode}: {ended.errors}"
-    assert exits["micro-batch"].summary["records_out"] > 0
-    ends = {p: end for p, (_, end) in stable_and_end_offsets(bootstrap, SOURCE).items()}
-    assert group_offsets(bootstrap, "retention", SOURCE, sorted(ends)) == ends, "no partition's offset expired"
-    assert group_offsets(bootstrap, "retention-rt", RT_SOURCE, [0, 1])[1] > 0, "nor the real-time stream's idle one"
-    realtime_report = verify(bootstrap, RT_SOURCE, RT_SINK, "retention-rt", f"{RT_SINK}.dlq")
-    assert realtime_report.violations == []
-    assert realtime_report.output_committed + realtime_report.dead_lettered == realtime_report.input_committed
+    assert found.exits["micro-batch"].summary["records_out"] > 0
+    assert found.group_offsets == found.end_offsets, "no partition's offset expired"
+    assert found.realtime_group_offsets[1] > 0, "nor the real-time stream's idle one"
+    assert found.realtime_report.violations == []
+    assert found.realtime_report.output_committed + found.realtime_report.dead_lettered \
+        == found.realtime_report.input_committed
 
-    shutil.rmtree(run.checkpoint)  # a lost checkpoint: resume from the group's offsets
-    resumed = job.run(spark, StreamSettings(input_topic=SOURCE, output_topic=SINK, bootstrap_server=bootstrap,
-                                            app_id="retention", checkpoint=run.checkpoint, starting_offsets="group"))
-    assert resumed.records_in == 0, "every record was delivered before the checkpoint was lost"
-    report = verify(bootstrap, SOURCE, SINK, "retention", f"{SINK}.dlq")
+    # The checkpoint lost as the streams ended: the stream resumed from the group's offsets.
+    assert found.resumed.returncode == 0, found.resumed.errors
+    assert found.resumed.summary["records_in"] == 0, "every record was delivered before the checkpoint was lost"
+    report = found.report
     assert report.violations == [] and report.output_committed + report.dead_lettered == report.input_committed
     assert report.input_aborted > 0

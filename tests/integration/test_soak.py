@@ -33,6 +33,10 @@ from tests.integration.produce_helpers import produce
 from tests.integration.stream_checks import assert_exactly_once
 from tests.unit.test_cli_errors import run_eosbench
 
+# The background scenarios of the overlapped tests (conftest.py) run beside the soaks, which they slow
+# a little, rather than beside the timed tests before them.
+pytestmark = pytest.mark.usefixtures("overlapped_scenarios")
+
 SOAK_BROKER_PORT = 29092
 SOAK_METRICS_PORT = 19600
 SOAK_PROMETHEUS_PORT = 19690

@@ -1,7 +1,9 @@
 """What Spark planned for a micro-batch: the RDD its tasks run on, and the Kafka offset range of each Spark partition.
 
 Read on the driver from the batch's own RDD lineage, before any task runs: partition scope's
-split guard checks it, and slot scope's map is read from it (streaming/eos_sink.py).
+split guard checks it, and slot scope's map is read from it (streaming/eos_sink.py). Spark's
+Kafka source plans a KafkaBatchInputPartition per range; the grouped source a SlotInputPartition
+per slot, several whole ranges each.
 """
 
 from __future__ import annotations
@@ -38,16 +40,46 @@ def planned_ranges_and_locations(df) -> tuple[tuple | None, tuple]:
     return tuple(entry[:4] for entry in planned), tuple(entry[4] for entry in planned)
 
 
+def planned_slots(df) -> tuple | None:
+    """Per Spark partition of a grouped-source batch: (slot k, G, ((topic, partition, from, until), ...), location).
+
+    None if the batch's root is not the grouped source's, or a shuffle lies between.
+    """
+    from py4j.protocol import Py4JError
+
+    try:
+        rdd = _source_rdd(df)
+        if rdd is None:
+            return None
+        planned = []
+        for partition in rdd.partitions():
+            slot = partition.inputPartition().get()
+            ranges = tuple((slot.topic(), slot.partition(i), slot.fromOffset(i), slot.untilOffset(i))
+                           for i in range(slot.size()))
+            planned.append((slot.slot(), slot.slots(), ranges, slot.location()))
+        return tuple(planned)
+    except Py4JError:  # not the grouped source: the sink refuses the batch
+        return None
+
+
+def _source_rdd(df):
+    """The DataSourceRDD at the root of the batch, following one-to-one dependencies only; None past a shuffle."""
+    rdd = batch_rdd(df)
+    while rdd.getClass().getSimpleName() != "DataSourceRDD":
+        dependencies = rdd.dependencies()
+        if dependencies.size() != 1 or dependencies.head().getClass().getSimpleName() != "OneToOneDependency":
+            return None
+        rdd = dependencies.head().rdd()
+    return rdd
+
+
 def _planned_source(df, with_locations: bool) -> tuple | None:
     from py4j.protocol import Py4JError
 
     try:
-        rdd = batch_rdd(df)
-        while rdd.getClass().getSimpleName() != "DataSourceRDD":
-            dependencies = rdd.dependencies()
-            if dependencies.size() != 1 or dependencies.head().getClass().getSimpleName() != "OneToOneDependency":
-                return None
-            rdd = dependencies.head().rdd()
+        rdd = _source_rdd(df)
+        if rdd is None:
+            return None
         planned = []
         for partition in rdd.partitions():
             offset_range = partition.inputPartition().get().offsetRange()

@@ -59,6 +59,14 @@ public final class GroupedKafkaProvider implements TableProvider, DataSourceRegi
         "kafka.enable.auto.commit", "kafka.key.deserializer", "kafka.value.deserializer",
         "kafka.interceptor.classes");
 
+    /**
+     * Consumers the grouped source created in this JVM since it started: in local mode the driver's
+     * and the executor's are one JVM, so a test reads it over py4j; on a cluster each executor logs its own.
+     */
+    public static long consumersCreated() {
+        return SlotConsumers.CREATED.get();
+    }
+
     @Override
     public String shortName() {
         return SHORT_NAME;

@@ -18,6 +18,7 @@ from streaming.checkpoint import CheckpointLog
 from streaming.slot_map import slot_groups
 from streaming.topic_index import records_to_end, topic_reader
 from tests.integration.produce_helpers import commit_keys, committed_ids, produce
+from tests.integration.stream_checks import consumers_created
 
 
 def drain(spark, bootstrap: str, topic: str, checkpoint, source: str = "grouped", slots: int = 2, **options):
@@ -54,24 +55,6 @@ def committed_positions(bootstrap: str, topic: str, start: dict | None = None) -
         return Counter((m.partition(), m.offset()) for m in records)
     finally:
         consumer.close()
-
-
-def consumers_created(spark) -> int:
-    """The grouped source's consumer counter summed over every query of the session (its task metric, in the SQL UI store)."""
-    store = spark._jsparkSession.sharedState().statusStore()
-    total = 0
-    executions = store.executionsList()
-    for i in range(executions.size()):
-        execution = executions.apply(i)
-        ids = [m.accumulatorId() for m in _seq(execution.metrics()) if m.name() == "grouped source consumers created"]
-        if ids:
-            values = store.executionMetrics(execution.executionId())
-            total += sum(int(values.get(i).get()) for i in ids if values.contains(i))
-    return total
-
-
-def _seq(scala_seq):
-    return [scala_seq.apply(i) for i in range(scala_seq.size())]
 
 
 def test_exact_reads_at_several_caps_a_source_switch_and_added_partitions(bootstrap, spark, new_topic, tmp_path):

@@ -43,7 +43,8 @@ def interval_seconds(interval: str) -> float:
 _JOB_SOURCE_OPTIONS = {"kafka.bootstrap.servers": "--bootstrap-server", "subscribe": "--input-topic",
                        "subscribepattern": "--input-topic", "assign": "--input-topic",
                        "startingoffsets": "--starting-offsets", "kafka.isolation.level": "read_committed, always",
-                       "includeheaders": "true, always", "maxoffsetspertrigger": "--max-offsets-per-trigger"}
+                       "includeheaders": "true, always", "maxoffsetspertrigger": "--max-offsets-per-trigger",
+                       "slots": "--txn-slots, for --source grouped"}
 # How long the broker may hold a fetch of Spark's Kafka source that finds nothing new (Kafka's
 # default is 500 ms). Kafka's consumer sends its next fetch as soon as a poll returns records, and
 # after every poll Spark looks the partition's earliest and latest offsets up (two ListOffsets) on

@@ -45,50 +45,39 @@ def planned_slots(df) -> tuple | None:
 
     None if the batch's root is not the grouped source's, or a shuffle lies between.
     """
-    from py4j.protocol import Py4JError
+    def slot_of(slot) -> tuple:
+        ranges = tuple((slot.topic(), slot.partition(i), slot.fromOffset(i), slot.untilOffset(i))
+                       for i in range(slot.size()))
+        return slot.slot(), slot.slots(), ranges, slot.location()
 
-    try:
-        rdd = _source_rdd(df)
-        if rdd is None:
-            return None
-        planned = []
-        for partition in rdd.partitions():
-            slot = partition.inputPartition().get()
-            ranges = tuple((slot.topic(), slot.partition(i), slot.fromOffset(i), slot.untilOffset(i))
-                           for i in range(slot.size()))
-            planned.append((slot.slot(), slot.slots(), ranges, slot.location()))
-        return tuple(planned)
-    except Py4JError:  # not the grouped source: the sink refuses the batch
-        return None
-
-
-def _source_rdd(df):
-    """The DataSourceRDD at the root of the batch, following one-to-one dependencies only; None past a shuffle."""
-    rdd = batch_rdd(df)
-    while rdd.getClass().getSimpleName() != "DataSourceRDD":
-        dependencies = rdd.dependencies()
-        if dependencies.size() != 1 or dependencies.head().getClass().getSimpleName() != "OneToOneDependency":
-            return None
-        rdd = dependencies.head().rdd()
-    return rdd
+    return _each_input_partition(df, slot_of)
 
 
 def _planned_source(df, with_locations: bool) -> tuple | None:
+    def range_of(partition) -> tuple:
+        offset_range = partition.offsetRange()
+        location = ""
+        if with_locations:
+            preferred = offset_range.preferredLoc()
+            location = preferred.get() if preferred.isDefined() else ""
+        return (offset_range.topic(), offset_range.partition(), offset_range.fromOffset(), offset_range.untilOffset(),
+                location)
+
+    return _each_input_partition(df, range_of)
+
+
+def _each_input_partition(df, read) -> tuple | None:
+    """`read` of each input partition of the DataSourceRDD at the batch's root, followed through one-to-one
+    dependencies only; None past a shuffle, or where `read` does not fit the source (Py4JError)."""
     from py4j.protocol import Py4JError
 
     try:
-        rdd = _source_rdd(df)
-        if rdd is None:
-            return None
-        planned = []
-        for partition in rdd.partitions():
-            offset_range = partition.inputPartition().get().offsetRange()
-            location = ""
-            if with_locations:
-                preferred = offset_range.preferredLoc()
-                location = preferred.get() if preferred.isDefined() else ""
-            planned.append((offset_range.topic(), offset_range.partition(), offset_range.fromOffset(),
-                            offset_range.untilOffset(), location))
-        return tuple(planned)
-    except Py4JError:  # not a Kafka source, or Spark's classes changed: the tasks refuse
+        rdd = batch_rdd(df)
+        while rdd.getClass().getSimpleName() != "DataSourceRDD":
+            dependencies = rdd.dependencies()
+            if dependencies.size() != 1 or dependencies.head().getClass().getSimpleName() != "OneToOneDependency":
+                return None
+            rdd = dependencies.head().rdd()
+        return tuple(read(partition.inputPartition().get()) for partition in rdd.partitions())
+    except Py4JError:  # another source than `read` expects, or Spark's classes changed: the tasks refuse
         return None

@@ -57,39 +57,53 @@ def committed_positions(bootstrap: str, topic: str, start: dict | None = None) -
         consumer.close()
 
 
+def offset_log(checkpoint) -> list[str]:
+    """The source's JSON line of each offsets/<batch> file, in batch order."""
+    folder = checkpoint / "offsets"
+    return [(folder / name).read_text().splitlines()[-1]
+            for name in sorted((p.name for p in folder.iterdir() if p.name.isdigit()), key=int)]
+
+
 def test_exact_reads_at_several_caps_a_source_switch_and_added_partitions(bootstrap, spark, new_topic, tmp_path):
     topic = new_topic(partitions=3, prefix="grouped")
-    # Transactions of 40 with three in ten aborted: caps of 7 and 97 end batches inside aborted
+    # Transactions of 40 with three in ten aborted: a cap of 97 ends batches inside aborted
     # transactions and on commit markers.
-    produced = produce(bootstrap, topic, 1_200, records_per_transaction=40, abort_ratio=0.3, seed=11)
+    produced = produce(bootstrap, topic, 600, records_per_transaction=40, abort_ratio=0.3, seed=11)
     expected_keys, expected_positions = committed_ids(produced.transactions), committed_positions(bootstrap, topic)
     created_before = consumers_created(spark)
-    for cap, batches_at_least in ((97, 9), (None, 1)):
-        options = {} if cap is None else {"maxOffsetsPerTrigger": cap}
-        rows, batches = drain(spark, bootstrap, topic, tmp_path / f"cap-{cap}", **options)
-        assert Counter(key for key, _, _ in rows) == expected_keys, f"cap {cap}"
-        assert Counter((p, o) for _, p, o in rows) == expected_positions, f"cap {cap}"
-        assert len(batches) >= batches_at_least
-    # Two slots, and each query's consumers were kept across its batches: at most G a query.
-    assert 0 < consumers_created(spark) - created_before <= 2 * 2
+    for source in ("grouped", "spark"):
+        rows, batches = drain(spark, bootstrap, topic, tmp_path / source, source=source, maxOffsetsPerTrigger=97)
+        assert Counter(key for key, _, _ in rows) == expected_keys, source
+        assert Counter((p, o) for _, p, o in rows) == expected_positions, source
+        assert len(batches) >= 5
+    # Spark's rate limit, split by backlog: every batch ends where Spark's source ends it, byte for byte.
+    assert offset_log(tmp_path / "grouped") == offset_log(tmp_path / "spark")
+    # Two slots, each one consumer kept across the batches.
+    assert 0 < consumers_created(spark) - created_before <= 2
 
-    # The first query wrote its initial offsets where Spark's source does, in Spark's format.
-    initial = CheckpointLog(spark, f"file://{tmp_path}/cap-97").initial_offsets()
-    assert initial == {topic: {"0": 0, "1": 0, "2": 0}}
-    assert (tmp_path / "cap-97" / "sources" / "0" / "0").read_bytes().startswith(b"\x00v1\n{")
+    # The query wrote its initial offsets where Spark's source does, in Spark's format.
+    assert CheckpointLog(spark, f"file://{tmp_path}/grouped").initial_offsets() == {topic: {"0": 0, "1": 0, "2": 0}}
+    assert (tmp_path / "grouped" / "sources" / "0" / "0").read_bytes() == \
+        (tmp_path / "spark" / "sources" / "0" / "0").read_bytes()
 
-    # One checkpoint, switched spark -> grouped -> spark, with records added (and a partition) between.
+    # One checkpoint, switched spark -> grouped -> spark -> grouped, with records added between, a
+    # partition added after the second, and batches of 10 that end inside each new transaction.
     checkpoint = tmp_path / "switch"
     seen = Counter()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     for step, source in enumerate(("spark", "grouped", "spark", "grouped")):
         if step == 2:
-            admin = AdminClient({"bootstrap.servers": bootstrap})
             admin.create_partitions([NewPartitions(topic, 4)])[topic].result()
         if step:
             commit_keys(bootstrap, topic, range(10_000 * step, 10_000 * step + 25), partition=min(step, 3))
-        rows, _ = drain(spark, bootstrap, topic, checkpoint, source=source, maxOffsetsPerTrigger=500)
+        rows, _ = drain(spark, bootstrap, topic, checkpoint, source=source, maxOffsetsPerTrigger=10 if step else 1_000)
         seen.update((p, o) for _, p, o in rows)
     assert seen == committed_positions(bootstrap, topic), "each record once across the switches"
+    assert all(f'"3":' in line for line in offset_log(checkpoint)[-3:]), "the added partition is in the offsets"
+    # Either source writes the offsets JSON the other writes: each line, read and written again, is itself.
+    grouped_offset = spark._jvm.eosbench.spark.GroupedKafkaOffset
+    for line in offset_log(checkpoint):
+        assert grouped_offset.parse(line, topic).json() == line
 
 
 def test_data_loss_fails_the_query_unless_failOnDataLoss_is_false(bootstrap, spark, new_topic, tmp_path):

@@ -12,7 +12,9 @@ slot's id in place of the partition's:
 
 - **One writer per partition per batch.** The driver coalesces the batch's Spark partitions into
   at most G tasks (no shuffle) on the JVM, reads from that very RDD which input partitions each
-  coalesced partition k holds, and runs the tasks on it. Task k refuses any record outside its
+  coalesced partition k holds, and runs the tasks on it (on the grouped source, `--source
+  grouped`, Spark partition k is slot k already, and the driver reads its partitions from it).
+  Task k refuses any record outside its
   slot's partitions and ranges, so in one batch only T(k) = `<app-id>.slot.<k>` commits them.
 - **Every attempt of slot k shares T(k).** A retry's new producer fences the attempt before it,
   so c, read after Step 1, is still true at commit time, and Step 3 drops what is committed.

@@ -383,7 +383,9 @@ def _print(report: dict, path: Path) -> None:
               f" each variant / kafka-consumer-perf-test: {shares}")
     for label, options in report.get("source_arms", {}).items():
         defaults = " ".join(f"{name}={value}" for name, value in SOURCE_OPTION_DEFAULTS.items())
-        print(f"source arm @{label}: {' '.join(options)}; the arms without @ have the job's own ({defaults})")
+        what = "the grouped source (--source grouped), the job's own options" if label == GROUPED_ARM \
+            else " ".join(options)
+        print(f"source arm @{label}: {what}; the arms without @ have the job's own ({defaults})")
     medians = report["median_records_per_sec"]
     for variant in [v for v in medians if v.startswith("kafka-eos") and medians.get("kafka-alo" + arm_of(v))]:
         baseline = "kafka-alo" + arm_of(variant)  # kafka-alo with the same source options

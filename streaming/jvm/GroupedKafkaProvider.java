@@ -117,6 +117,7 @@ public final class GroupedKafkaProvider implements TableProvider, DataSourceRegi
         }
     }
 
+    /** A number option's value (the caller checks its sign), refused in one line when it is none. */
     static long parsePositive(String text, String name) {
         try {
             return Long.parseLong(text.trim());
@@ -125,6 +126,7 @@ public final class GroupedKafkaProvider implements TableProvider, DataSourceRegi
         }
     }
 
+    /** The options with lower-case names, as Spark reads source option names case-blind. */
     static Map<String, String> lowerCase(Map<String, String> options) {
         Map<String, String> lower = new HashMap<>();
         options.forEach((k, v) -> lower.put(k.toLowerCase(Locale.ROOT), v));

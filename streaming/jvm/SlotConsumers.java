@@ -87,6 +87,7 @@ final class SlotConsumers {
         }
     }
 
+    /** The user's client settings with what the source owns: read_committed, no commits, no reset, bytes. */
     static Map<String, Object> clientConfig(Map<String, Object> params) {
         Map<String, Object> conf = new HashMap<>(params);
         conf.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");

@@ -88,18 +88,22 @@ public final class SlotInputPartition implements InputPartition {
         return location == null || location.isEmpty() ? new String[0] : new String[] {location};
     }
 
+    /** The kafka.* client settings, without the prefix. */
     Map<String, Object> params() {
         return params;
     }
 
+    /** Whether a range below the log start fails the task. */
     boolean failOnDataLoss() {
         return failOnDataLoss;
     }
 
+    /** The longest the slot waits for its ranges. */
     long pollTimeoutMs() {
         return pollTimeoutMs;
     }
 
+    /** The slot's Kafka partitions in this batch (a copy). */
     int[] partitions() {
         return partitions.clone();
     }

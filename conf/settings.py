@@ -186,6 +186,8 @@ class JarBundle(BaseModel):
     skip_jars_bundled_with_pyspark: bool = False
     # eosbench's own Java classes, compiled once into a jar that joins the bundle's.
     java_sources: tuple[str, ...] = ()
+    # META-INF/services/<interface> files of that jar: interface -> implementing classes.
+    services: dict[str, tuple[str, ...]] = {}
 
     @field_validator("artifacts", "managed")
     @classmethod

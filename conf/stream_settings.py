@@ -21,6 +21,10 @@ TxnScope = Literal["partition", "slot", "batch"]
 OutputPartitioning = Literal["key", "input"]
 Process = Literal["passthrough", "checksum", "enrich"]
 StartingOffsets = Literal["earliest", "latest", "group", "output"]
+# spark: Spark's Kafka source, a task and a consumer per partition; grouped: eosbench's source, a
+# task and a consumer per slot (streaming/jvm/GroupedKafkaProvider.java), micro-batch only.
+Source = Literal["spark", "grouped"]
+GROUPED_SOURCE_FORMAT = "eosbench-kafka-grouped"
 # `--trigger realtime:<interval>`: Spark's real-time mode, the interval being its checkpoint interval.
 REALTIME_PREFIX = "realtime:"
 # What --trigger and a real-time trigger take as an interval: a number and a unit Spark reads.
@@ -39,7 +43,8 @@ def interval_seconds(interval: str) -> float:
 _JOB_SOURCE_OPTIONS = {"kafka.bootstrap.servers": "--bootstrap-server", "subscribe": "--input-topic",
                        "subscribepattern": "--input-topic", "assign": "--input-topic",
                        "startingoffsets": "--starting-offsets", "kafka.isolation.level": "read_committed, always",
-                       "includeheaders": "true, always", "maxoffsetspertrigger": "--max-offsets-per-trigger"}
+                       "includeheaders": "true, always", "maxoffsetspertrigger": "--max-offsets-per-trigger",
+                       "slots": "--txn-slots, for --source grouped"}
 # How long the broker may hold a fetch of Spark's Kafka source that finds nothing new (Kafka's
 # default is 500 ms). Kafka's consumer sends its next fetch as soon as a poll returns records, and
 # after every poll Spark looks the partition's earliest and latest offsets up (two ListOffsets) on
@@ -99,6 +104,7 @@ class StreamSettings(BaseModel):
     bootstrap_server: str = DEFAULT_BOOTSTRAP
     app_id: str = "eosbench"
     sink: Sink = "kafka-eos"
+    source: Source = "spark"
     txn_scope: TxnScope | Literal["auto"] = "partition"  # auto: the job chooses (streaming/sink_start.py)
     txn_slots: int | None = None  # slot scope's G; None: the job's total executor cores
     output_partitioning: OutputPartitioning = "key"
@@ -146,6 +152,11 @@ class StreamSettings(BaseModel):
             raise SettingsError("--commit-interval-ms must be at least 1")
         if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger <= 0:
             raise SettingsError("--max-offsets-per-trigger must be positive")
+        if self.source == "grouped" and realtime:
+            raise SettingsError("--source grouped is micro-batch only: real-time mode keeps Spark's source")
+        if self.source == "grouped" and self.sink == "kafka-eos" and self.txn_scope == "partition":
+            raise SettingsError("--source grouped cannot run --txn-scope partition: a grouped task holds several Kafka"
+                                " partitions and partition scope needs one a task; use --txn-scope slot (or auto)")
         if self.input_topic == self.output_topic:
             raise SettingsError("--input-topic and --output-topic must differ")
         if self.sink == "delta" and self.delta_path is None:

@@ -1,7 +1,9 @@
 """What Spark planned for a micro-batch: the RDD its tasks run on, and the Kafka offset range of each Spark partition.
 
 Read on the driver from the batch's own RDD lineage, before any task runs: partition scope's
-split guard checks it, and slot scope's map is read from it (streaming/eos_sink.py).
+split guard checks it, and slot scope's map is read from it (streaming/eos_sink.py). Spark's
+Kafka source plans a KafkaBatchInputPartition per range; the grouped source a SlotInputPartition
+per slot, several whole ranges each.
 """
 
 from __future__ import annotations
@@ -38,7 +40,35 @@ def planned_ranges_and_locations(df) -> tuple[tuple | None, tuple]:
     return tuple(entry[:4] for entry in planned), tuple(entry[4] for entry in planned)
 
 
+def planned_slots(df) -> tuple | None:
+    """Per Spark partition of a grouped-source batch: (slot k, G, ((topic, partition, from, until), ...), location).
+
+    None if the batch's root is not the grouped source's, or a shuffle lies between.
+    """
+    def slot_of(slot) -> tuple:
+        ranges = tuple((slot.topic(), slot.partition(i), slot.fromOffset(i), slot.untilOffset(i))
+                       for i in range(slot.size()))
+        return slot.slot(), slot.slots(), ranges, slot.location()
+
+    return _each_input_partition(df, slot_of)
+
+
 def _planned_source(df, with_locations: bool) -> tuple | None:
+    def range_of(partition) -> tuple:
+        offset_range = partition.offsetRange()
+        location = ""
+        if with_locations:
+            preferred = offset_range.preferredLoc()
+            location = preferred.get() if preferred.isDefined() else ""
+        return (offset_range.topic(), offset_range.partition(), offset_range.fromOffset(), offset_range.untilOffset(),
+                location)
+
+    return _each_input_partition(df, range_of)
+
+
+def _each_input_partition(df, read) -> tuple | None:
+    """`read` of each input partition of the DataSourceRDD at the batch's root, followed through one-to-one
+    dependencies only; None past a shuffle, or where `read` does not fit the source (Py4JError)."""
     from py4j.protocol import Py4JError
 
     try:
@@ -48,15 +78,6 @@ def _planned_source(df, with_locations: bool) -> tuple | None:
             if dependencies.size() != 1 or dependencies.head().getClass().getSimpleName() != "OneToOneDependency":
                 return None
             rdd = dependencies.head().rdd()
-        planned = []
-        for partition in rdd.partitions():
-            offset_range = partition.inputPartition().get().offsetRange()
-            location = ""
-            if with_locations:
-                preferred = offset_range.preferredLoc()
-                location = preferred.get() if preferred.isDefined() else ""
-            planned.append((offset_range.topic(), offset_range.partition(), offset_range.fromOffset(),
-                            offset_range.untilOffset(), location))
-        return tuple(planned)
-    except Py4JError:  # not a Kafka source, or Spark's classes changed: the tasks refuse
+        return tuple(read(partition.inputPartition().get()) for partition in rdd.partitions())
+    except Py4JError:  # another source than `read` expects, or Spark's classes changed: the tasks refuse
         return None

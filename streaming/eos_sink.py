@@ -12,7 +12,9 @@ slot's id in place of the partition's:
 
 - **One writer per partition per batch.** The driver coalesces the batch's Spark partitions into
   at most G tasks (no shuffle) on the JVM, reads from that very RDD which input partitions each
-  coalesced partition k holds, and runs the tasks on it. Task k refuses any record outside its
+  coalesced partition k holds, and runs the tasks on it (on the grouped source, `--source
+  grouped`, Spark partition k is slot k already, and the driver reads its partitions from it).
+  Task k refuses any record outside its
   slot's partitions and ranges, so in one batch only T(k) = `<app-id>.slot.<k>` commits them.
 - **Every attempt of slot k shares T(k).** A retry's new producer fences the attempt before it,
   so c, read after Step 1, is still true at commit time, and Step 3 drops what is committed.
@@ -46,7 +48,7 @@ from dataclasses import replace
 from conf.failures import AuthorizationFailure, java_authorization_failure
 from conf.stream_settings import StreamSettings
 from streaming import sink_clients as clients
-from streaming.batch_ranges import batch_rdd, planned_ranges, planned_ranges_and_locations
+from streaming.batch_ranges import batch_rdd, planned_ranges, planned_ranges_and_locations, planned_slots
 from streaming.checkpoint import CheckpointLog
 from streaming.interruption import stop_kept_short
 from streaming.output_evidence import settle_timeout_s
@@ -56,7 +58,7 @@ from streaming.sink_group import OffsetKeeper, SinkPreconditionError, new_run, o
 from streaming.sink_guards import check_replay_has_its_offsets
 from streaming.sink_start import checked_group, driver_plan, recommit_partitions
 from streaming.sink_task import SINK_LOG, partition_task, run_transaction, slot_task
-from streaming.slot_map import default_slots, partitions_changing_slot, slot_groups, slot_map
+from streaming.slot_map import default_slots, grouped_slot_map, partitions_changing_slot, slot_groups, slot_map
 from streaming.starting_offsets import replay_written_again
 from streaming.stats import STATS_SCHEMA, BatchStats
 from streaming.task_plan import KEEP_COMMITTED, ExactlyOnceViolation, TaskPlan, slot_transactional_id, transactional_id
@@ -293,9 +295,13 @@ class TransactionalSink:
             with stats.timing("fence"):
                 self._start_run(plan)
         with stats.timing("slot_map"):
-            planned, locations = planned_ranges_and_locations(df)
-            coalesced = batch_rdd(df).coalesce(self.slots, False, self._coalescer(planned, locations), None)
-            slot_partitions = slot_map(coalesced, planned, plan, topic)
+            if self.settings.source == "grouped":  # Spark partition k is slot k already: nothing to coalesce
+                slot_partitions = grouped_slot_map(planned_slots(df), plan, topic, self.slots)
+                coalesced = None
+            else:
+                planned, locations = planned_ranges_and_locations(df)
+                coalesced = batch_rdd(df).coalesce(self.slots, False, self._coalescer(planned, locations), None)
+                slot_partitions = slot_map(coalesced, planned, plan, topic)
         plan = replace(plan, slot_partitions=slot_partitions)
         moved = partitions_changing_slot(slot_partitions, self._slot_of, self.slots)
         if moved:
@@ -304,8 +310,8 @@ class TransactionalSink:
             with stats.timing("fence"):
                 self._fence_slots(set(moved.values()))
         # The very RDD whose grouping was read: planning a coalesce again could group differently.
-        batch = DataFrame(self.spark._jsparkSession.internalCreateDataFrame(coalesced, df._jdf.schema(), False),
-                          self.spark)
+        batch = df if coalesced is None else DataFrame(
+            self.spark._jsparkSession.internalCreateDataFrame(coalesced, df._jdf.schema(), False), self.spark)
         with stats.timing("tasks"):
             rows = batch.select(*source_columns()).mapInArrow(slot_task(plan, topic), STATS_SCHEMA).collect()
         committed = {p for row in rows for p in row["committed_partitions"]}

@@ -34,7 +34,7 @@ try:
     from conf.metrics_endpoint import add_metrics_tls_arguments, metrics_url  # noqa: E402
     from conf.settings import (DEFAULT_BOOTSTRAP, STDOUT, SettingsError, linger_for_final_scrape,  # noqa: E402
                                validation_error_line)
-    from conf.stream_settings import StreamSettings  # noqa: E402
+    from conf.stream_settings import GROUPED_SOURCE_FORMAT, StreamSettings  # noqa: E402
     from streaming.stats import BatchStats, StreamSummary, histogram_percentile  # noqa: E402
 except ImportError as missing:  # spark-submit ran the driver on a Python without eosbench's packages
     print(f"streaming/job.py: error: {sys.executable} cannot import {missing.name!r}; run spark-submit with"
@@ -56,6 +56,10 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sink", choices=("kafka-eos", "kafka-alo", "delta"), default="kafka-eos",
                         help="kafka-eos: the transactional sink; kafka-alo: Spark's own at-least-once Kafka sink;"
                              " delta: the idempotent Delta sink (default: %(default)s)")
+    parser.add_argument("--source", choices=("spark", "grouped"), default="spark",
+                        help="spark: Spark's Kafka source, a task and a consumer per partition; grouped: eosbench's"
+                             " source, a task and one consumer kept across batches per slot (G of them), micro-batch"
+                             " only, not with --txn-scope partition (default: %(default)s)")
     parser.add_argument("--txn-scope", choices=("partition", "slot", "batch", "auto"), default="partition",
                         help="one transaction per input partition and batch, one per slot (a task holding several"
                              " partitions) and batch, or one per batch on the driver; auto: slot scope for a group"
@@ -156,8 +160,11 @@ def starting_offsets(checkpoint, settings: StreamSettings) -> str:
 
 
 def source(spark, settings: StreamSettings, checkpoint):
-    """The read_committed Kafka stream."""
-    reader = (spark.readStream.format("kafka")
+    """The read_committed Kafka stream: Spark's source, or the grouped one with G slots, given the same options."""
+    from streaming.slot_map import default_slots
+
+    grouped = settings.source == "grouped"
+    reader = (spark.readStream.format(GROUPED_SOURCE_FORMAT if grouped else "kafka")
               .options(**settings.source_option_defaults())  # each only where --source-options sets none
               .options(**settings.extra_source_options())
               .options(**settings.spark_kafka_options())
@@ -168,6 +175,8 @@ def source(spark, settings: StreamSettings, checkpoint):
               .option("includeHeaders", "true"))
     if settings.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)
+    if grouped:  # the sink's G: in slot scope, Spark partition k is slot k
+        reader = reader.option("slots", settings.txn_slots or default_slots(spark))
     return reader.load()
 
 

@@ -71,6 +71,10 @@ def resolved_scope(settings: StreamSettings) -> tuple[StreamSettings, str | None
     finally:
         consumer.close()
     scope, why = auto_scope(committed, settings.group_id, settings.realtime_interval is not None)
+    if settings.source == "grouped" and scope != "slot":
+        raise SinkPreconditionError(f"--txn-scope auto chose {scope} scope ({why}), which --source grouped cannot run"
+                                    " (a grouped task holds several Kafka partitions); use --source spark, or a new"
+                                    " --app-id for slot scope")
     if settings.txn_slots is not None and scope != "slot":
         raise SinkPreconditionError(f"--txn-slots applies to slot scope only, and --txn-scope auto chose {scope} scope"
                                     f" ({why})")

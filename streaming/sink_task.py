@@ -405,8 +405,9 @@ def _check_whole_range(plan: TaskPlan, topic: str, partition: int, columns: list
 def slot_task(plan: TaskPlan, topic: str):
     """Return the mapInArrow function that runs one transaction per slot: all the partitions of one coalesced task.
 
-    Slot k is the task's Spark partition index in the coalesced batch; the driver read which input
-    partitions Spark grouped into it from the very RDD the task runs on, and ships that map. A
+    Slot k is the task's Spark partition index in the coalesced batch (on the grouped source, in
+    the batch itself); the driver read which input partitions it holds from the very RDD the task
+    runs on, and ships that map. A
     record of any other partition, or outside its partition's range in this batch, is refused
     before Step 1: only T(k) may commit the slot's partitions in this batch.
     """

@@ -57,12 +57,33 @@ def slot_map(coalesced, planned: tuple | None, plan: TaskPlan, topic: str) -> tu
     if planned is None:
         raise SinkPreconditionError(f"batch {plan.batch_id}: the sink cannot read which Kafka ranges the batch's Spark"
                                     " partitions hold (a shuffle before the sink?); slot scope needs them")
+    return _whole_in_one_slot([[planned[index] for index in partition.parentsIndices()]
+                               for partition in coalesced.partitions()], plan, topic)
+
+
+def grouped_slot_map(planned: tuple | None, plan: TaskPlan, topic: str, slots: int) -> tuple[tuple[int, ...], ...]:
+    """slot_map for the grouped source, whose Spark partition k is slot k (`planned_slots`); nothing is coalesced.
+
+    The source planned with slot_groups' map, the same as SlotCoalescer's; the sink still checks
+    that the task index is the slot, that G is its own, and that each range is whole.
+    """
+    if planned is None:
+        raise SinkPreconditionError(f"batch {plan.batch_id}: the sink cannot read the grouped source's slots from the"
+                                    " batch's Spark partitions (a shuffle before the sink?); slot scope needs them")
+    for index, (k, g, _, _) in enumerate(planned):
+        if (k, g) != (index, slots):
+            raise SinkPreconditionError(f"batch {plan.batch_id}: the grouped source planned Spark partition {index} as"
+                                        f" slot {k} of {g}; the sink runs slot {index} of {slots}")
+    return _whole_in_one_slot([list(ranges) for _, _, ranges, _ in planned], plan, topic)
+
+
+def _whole_in_one_slot(slot_ranges: list[list[tuple]], plan: TaskPlan, topic: str) -> tuple[tuple[int, ...], ...]:
+    """Per slot, its partitions; refuse a Kafka partition whose batch range is not read whole by one slot."""
     pieces: dict[int, list[tuple[int, int, int]]] = {}
     slots = []
-    for k, partition in enumerate(coalesced.partitions()):
+    for k, ranges in enumerate(slot_ranges):
         mine = set()
-        for index in partition.parentsIndices():
-            _, p, start, end = planned[index]
+        for _, p, start, end in ranges:
             pieces.setdefault(p, []).append((k, start, end))
             mine.add(p)
         slots.append(tuple(sorted(mine)))

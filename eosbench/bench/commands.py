@@ -112,6 +112,10 @@ def add_bench_parser(commands) -> None:
                             " kafka-eos+kafka-python, one client on both sides; kafka-eos+batch is --txn-scope batch,"
                             " kafka-eos+slot --txn-scope slot and kafka-eos+slot+input adds --output-partitioning"
                             " input (these three not in the default)")
+    spark.add_argument("--source", nargs="+", dest="sources", default=["spark"], choices=("spark", "grouped"),
+                       help="the Kafka sources to read with: spark grouped runs every sink the grouped source can"
+                            " run (not partition scope) again as <sink>@grouped beside Spark's source, in the drain,"
+                            " 1 s trigger and latency runs (default: spark)")
     spark.add_argument("--source-arm", type=source_arm, nargs="+", default=[], dest="source_arms",
                        metavar="LABEL:K=V[,K=V]",
                        help="run every sink again as <sink>@LABEL, its Spark Kafka source given these options over"
@@ -292,6 +296,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         labels = [label for label, _ in args.source_arms]
         if len(set(labels)) < len(labels):
             raise BadInput(f"--source-arm: each LABEL once, got {' '.join(labels)}")
+        if "spark" not in args.sources:
+            raise BadInput("--source: bench spark measures the grouped source beside Spark's; give --source spark"
+                           " grouped")
+        if spark.GROUPED_ARM in labels:
+            raise BadInput(f"--source-arm {spark.GROUPED_ARM}: that label is --source grouped's arm; name it otherwise")
+        if "grouped" in args.sources:
+            args.source_arms.append((spark.GROUPED_ARM, ()))
 
         reports = [spark.run(bootstrap, args.records, partitions, args.max_offsets_per_trigger, args.rounds,
                              args.latency_seconds, args.sinks, args.results_dir, args.trigger_seconds, args.master,

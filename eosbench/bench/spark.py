@@ -17,6 +17,9 @@ init, send_offsets and commit. With `--master spark://…` the runs go to a stan
 `--master yarn` to a YARN in client mode, whose executors run the environment `eosbench package`
 packs, as `eosbench stream --master` does.
 
+Sources (`--source spark grouped`): every sink that the grouped source can run (all but partition
+scope) runs again as `<sink>@grouped` on it, an arm like the source arms below.
+
 Source arms (`--source-arm LABEL:K=V,...`): every sink runs again beside itself as `<sink>@LABEL`,
 its Spark Kafka source given those options over the job's own, in the drain rounds, the 1 s
 trigger rounds and the latency run, so that a source setting is measured before and after in one
@@ -70,14 +73,28 @@ VARIANTS = {
     "kafka-eos+slot": {"sink": "kafka-eos", "txn_scope": "slot"},
     "kafka-eos+slot+input": {"sink": "kafka-eos", "txn_scope": "slot", "output_partitioning": "input"},
 }
+# The arm of `--source grouped`: every sink again on the grouped source, as <sink>@grouped, beside
+# itself on Spark's (its source options are the job's own, as the plain variants').
+GROUPED_ARM = "grouped"
+
+
 def arm_variants(variants: list[str], arms: dict[str, tuple[str, ...]]) -> list[str]:
-    """The variants as given, then each again in every arm, arm by arm."""
-    return [*variants, *(f"{variant}{ARM}{label}" for label in arms for variant in variants)]
+    """The variants as given, then each again in every arm, arm by arm (on the grouped arm, those it can run)."""
+    return [*variants, *(f"{variant}{ARM}{label}" for label in arms for variant in variants
+                         if runs_on_arm(variant, label))]
+
+
+def runs_on_arm(variant: str, label: str) -> bool:
+    """False for a partition-scope sink on the grouped arm: a grouped task holds several Kafka partitions."""
+    fields = VARIANTS[sink_of(variant)]
+    return label != GROUPED_ARM or fields["sink"] != "kafka-eos" or fields.get("txn_scope", "partition") != "partition"
 
 
 def variant_fields(variant: str, arms: dict[str, tuple[str, ...]]) -> dict:
-    """The StreamSettings fields of a variant: its sink's, and its arm's --source-options."""
+    """The StreamSettings fields of a variant: its sink's, and its arm's --source-options (or the grouped source)."""
     sink, _, label = variant.partition(ARM)
+    if label == GROUPED_ARM:
+        return {**VARIANTS[sink], "source": "grouped"}
     return {**VARIANTS[sink], **({"source_options": arms[label]} if label else {})}
 
 
@@ -220,7 +237,7 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
             report["latency"]["visibility"] = _latency_run(bootstrap, settings_for, rate, latency_seconds, spark,
                                                            partitions, observe_visibility=True,
                                                            variant=latency_variant)["visibility"]
-        for label in arms:
+        for label in (label for label in arms if runs_on_arm(latency_variant, label)):
             report.setdefault("latency_arms", {})[label] = _latency_run(
                 bootstrap, settings_for, rate, latency_seconds, spark, partitions, observe_visibility=False,
                 variant=f"{latency_variant}{ARM}{label}")
@@ -366,7 +383,9 @@ def _print(report: dict, path: Path) -> None:
               f" each variant / kafka-consumer-perf-test: {shares}")
     for label, options in report.get("source_arms", {}).items():
         defaults = " ".join(f"{name}={value}" for name, value in SOURCE_OPTION_DEFAULTS.items())
-        print(f"source arm @{label}: {' '.join(options)}; the arms without @ have the job's own ({defaults})")
+        what = "the grouped source (--source grouped), the job's own options" if label == GROUPED_ARM \
+            else " ".join(options)
+        print(f"source arm @{label}: {what}; the arms without @ have the job's own ({defaults})")
     medians = report["median_records_per_sec"]
     for variant in [v for v in medians if v.startswith("kafka-eos") and medians.get("kafka-alo" + arm_of(v))]:
         baseline = "kafka-alo" + arm_of(variant)  # kafka-alo with the same source options

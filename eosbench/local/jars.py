@@ -41,7 +41,7 @@ def bundle_digest(bundle: JarBundle) -> str:
     """Return a short digest of everything that decides a bundle's contents."""
     # The bundle's own Java sources are compiled apart (compiled_jar), keyed by their contents. An
     # empty `excluded` is left out, so that bundles without one keep the cache folders they have.
-    left_out = {"java_sources"} | (set() if bundle.excluded else {"excluded"})
+    left_out = {"java_sources", "services"} | (set() if bundle.excluded else {"excluded"})
     return hashlib.sha256(bundle.model_dump_json(exclude=left_out).encode()).hexdigest()[:12]
 
 
@@ -161,16 +161,24 @@ def java_source(relative: str) -> Path:
 def compiled_jar(bundle: JarBundle, classpath: list[Path]) -> Path:
     """Return the jar of a bundle's own Java sources, compiled against PySpark's and the bundle's jars once per source digest."""
     sources = [java_source(relative) for relative in bundle.java_sources]
-    digest = hashlib.sha256(b"".join(source.read_bytes() for source in sources)).hexdigest()[:12]
+    services = service_files(bundle)
+    digest = hashlib.sha256(b"".join(source.read_bytes() for source in sources)
+                            + "".join(f"{name}={text}" for name, text in services.items()).encode()).hexdigest()[:12]
     target = jar_cache_dir() / f"{bundle.name}-classes-{digest}" / f"eosbench-{bundle.name}.jar"
     if not target.exists():
         with cache_lock(jar_cache_dir()):
             if not target.exists():
-                _compile_into(sources, [pyspark_jars_dir() / "*", *classpath], target)
+                _compile_into(sources, [pyspark_jars_dir() / "*", *classpath], target, services)
     return target
 
 
-def _compile_into(sources: list[Path], classpath: list[Path], target: Path) -> None:
+def service_files(bundle: JarBundle) -> dict[str, str]:
+    """The jar's META-INF/services files (path -> text), one implementing class a line, as java.util.ServiceLoader reads them."""
+    return {f"META-INF/services/{interface}": "".join(f"{name}\n" for name in classes)
+            for interface, classes in sorted(bundle.services.items())}
+
+
+def _compile_into(sources: list[Path], classpath: list[Path], target: Path, services: dict[str, str]) -> None:
     javac = Path(check_java()).with_name("javac")
     if not javac.exists():
         raise EnvironmentProblem(f"no javac next to {javac.parent / 'java'}: eosbench compiles a class of its own"
@@ -189,6 +197,8 @@ def _compile_into(sources: list[Path], classpath: list[Path], target: Path) -> N
         with zipfile.ZipFile(staging, "w", zipfile.ZIP_DEFLATED) as jar:
             for compiled in sorted(classes.rglob("*.class")):
                 jar.write(compiled, compiled.relative_to(classes).as_posix())
+            for name, text in services.items():
+                jar.writestr(name, text)
         target.parent.mkdir(parents=True, exist_ok=True)
         staging.rename(target)
 

@@ -30,6 +30,8 @@ def add_soak_parser(commands) -> None:
                            " one process per input partition (kill-driver then SIGKILLs one copier)")
     soak.add_argument("--txn-scope", choices=("partition", "slot", "batch", "auto"), default="partition",
                       help="the Spark job's transaction scope, as `eosbench stream --txn-scope` (default: %(default)s)")
+    soak.add_argument("--source", choices=("spark", "grouped"), default="spark",
+                      help="the Spark job's Kafka source, as `eosbench stream --source` (default: %(default)s)")
     soak.add_argument("--trigger", default=defaults.trigger,
                       help="the Spark job's trigger, as `eosbench stream --trigger`: an interval, or"
                            " realtime:<interval> for real-time mode (default: %(default)s)")
@@ -107,7 +109,8 @@ def cmd_soak(args: argparse.Namespace) -> int:
     else:
         faults = tuple(k.strip() for k in args.faults.split(",") if k.strip())
     options = SoakOptions(
-        duration_s=args.duration, faults=faults, pipeline=args.pipeline, txn_scope=args.txn_scope, trigger=args.trigger,
+        duration_s=args.duration, faults=faults, pipeline=args.pipeline, txn_scope=args.txn_scope, source=args.source,
+        trigger=args.trigger,
         brokers=args.brokers, port=args.port, state_dir=args.state_dir, master=args.master,
         spark_state_dir=args.spark_state_dir, yarn_state_dir=args.yarn_state_dir, seed=args.seed,
         throughput=args.throughput, records_per_transaction=args.records_per_transaction,

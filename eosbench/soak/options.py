@@ -45,6 +45,7 @@ class SoakOptions:
     command_config: Path | None = None  # the pipeline's client settings (default: the cluster's own, admin if secured)
     pipeline: str = "spark"  # what copies input to output: the Spark job, or Kafka's TransactionalMessageCopier
     txn_scope: str = "partition"  # the Spark job's transactional sink scope (--txn-scope)
+    source: str = "spark"  # the Spark job's Kafka source (--source): Spark's, or the grouped one
     trigger: str = "1 second"  # the Spark job's --trigger: an interval, or realtime:<interval> (real-time mode)
     checkpoint: str | None = None  # the folder (a path or Hadoop URI) that holds the run's checkpoint-<run id>
     hdfs: bool = False  # run the soak's own HDFS (`eosbench hdfs`) and keep the checkpoint there
@@ -104,6 +105,8 @@ class SoakOptions:
         if self.pipeline == "java-copier" and (self.security != "plaintext" or self.command_config):
             raise BadInput("--pipeline java-copier: Kafka's TransactionalMessageCopier takes no client settings;"
                            " run it on a plaintext cluster (no --security sasl-ssl, no --command-config)")
+        if self.source != "spark" and self.pipeline != "spark":
+            raise BadInput(f"--source {self.source} is the Spark job's; --pipeline {self.pipeline} runs no Spark")
         if self.checkpoint:
             checkpoint_uri(self.checkpoint)  # a scheme no checkpoint may use fails here, in one line
         if (self.s3a_config or self.s3_state_dir) and not self.s3_checkpoint:
@@ -112,7 +115,9 @@ class SoakOptions:
         if self.s3a_config and not self.s3a_config.is_file():
             raise BadInput(f"--s3a-config {self.s3a_config}: no such file")
         try:
-            StreamSettings(input_topic="input", output_topic="output", trigger=self.trigger)
+            # The source with the trigger and the scope: grouped refuses real-time mode and partition scope.
+            StreamSettings(input_topic="input", output_topic="output", trigger=self.trigger, source=self.source,
+                           txn_scope=self.txn_scope)
         except ValidationError as invalid:  # the stream would refuse it at every relaunch
             raise BadInput(validation_error_line(invalid)) from None
         if self.realtime:

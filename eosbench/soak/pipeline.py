@@ -98,6 +98,7 @@ class Pipeline:
             "--bootstrap-server", str(self.bootstrap), *connection(self.bootstrap).tool_arguments(),
             "--app-id", self.app_id, "--checkpoint", self.checkpoint,
             "--trigger", o.trigger, "--starting-offsets", "group", "--txn-scope", o.txn_scope,
+            "--source", o.source,
             "--metrics-port", str(o.metrics_port + 1), "--metrics-linger", "0",
             # Real-time transactions last milliseconds, so pause-broker (delivery.timeout.ms + 4 s)
             # outlasts their timeout and the coordinator aborts the one in flight on its return.

@@ -36,3 +36,8 @@ def assert_exactly_once(bootstrap: str, settings: StreamSettings, expect_dead: i
     assert report.dead_lettered == expect_dead
     assert report.input_aborted > 0, "the input must hold aborted transactions for this to mean anything"
     return report
+
+
+def consumers_created(spark) -> int:
+    """Consumers the grouped source created in the session's JVM (local mode: the driver's is the executor's)."""
+    return spark._jvm.eosbench.spark.GroupedKafkaProvider.consumersCreated()

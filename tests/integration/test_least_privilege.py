@@ -72,11 +72,11 @@ class Pipeline:
                         "--transaction-abort-ratio", "0.3", "--seed", "3",
                         "--transactional-id", self.access.producer_transactional_id, config=config)
 
-    def stream(self, capsys, config: Path, checkpoint: Path) -> tuple[int, str, str]:
-        """Stream the input through the transactional sink, once, to its end."""
+    def stream(self, capsys, config: Path, checkpoint: Path, *extra: str) -> tuple[int, str, str]:
+        """Stream the input through the transactional sink, once, to its end (`extra`: more stream flags)."""
         return self.run(capsys, "stream", "--input-topic", self.access.input_topic, "--output-topic",
                         self.access.output_topic, "--app-id", self.access.app_id, "--checkpoint", str(checkpoint),
-                        "--offsets-retention-minutes", "10080", config=config)
+                        "--offsets-retention-minutes", "10080", *extra, config=config)
 
     def apply_acls(self, capsys, config: Path) -> tuple[int, str, str]:
         """`eosbench acls --apply` for this pipeline's principal."""
@@ -203,11 +203,13 @@ def test_a_stream_whose_dead_letter_topic_is_missing_is_refused_with_the_admin_c
     assert a.dead_letter not in cluster_metadata(pipeline.admin).topics
 
 
-def test_the_whole_pipeline_runs_on_exactly_these_acls(new_pipeline, capsys, user_properties, tmp_path):
+# The grouped source over SASL_SSL too: its driver Admin and its consumers take --command-config's settings.
+@pytest.mark.parametrize("stream_flags", [(), ("--source", "grouped", "--txn-scope", "slot")], ids=["spark", "grouped"])
+def test_the_whole_pipeline_runs_on_exactly_these_acls(new_pipeline, capsys, user_properties, tmp_path, stream_flags):
     pipeline = new_pipeline(partitions=2)
     code, out, err = pipeline.produce(capsys, user_properties)
     assert code == 0, err
-    code, out, err = pipeline.stream(capsys, user_properties, tmp_path / "checkpoint")
+    code, out, err = pipeline.stream(capsys, user_properties, tmp_path / "checkpoint", *stream_flags)
     assert code == 0, err
     code, out, err = pipeline.verify(capsys, user_properties)
     assert code == 0, err

@@ -19,7 +19,7 @@ from streaming.eos_sink import TransactionalSink
 from streaming.quiet_stop import stop_quietly
 from streaming.sink_group import SinkPreconditionError, read_committed_offsets
 from tests.integration.produce_helpers import commit_keys
-from tests.integration.stream_checks import assert_exactly_once, local_checkpoint
+from tests.integration.stream_checks import assert_exactly_once, consumers_created, local_checkpoint
 
 
 def committed(bootstrap: str, settings, partitions=range(3)):
@@ -47,8 +47,14 @@ def assert_fenced(zombie: Producer) -> None:
         zombie.commit_transaction(30)
 
 
-def test_one_transaction_a_slot_through_a_retried_task_a_replay_and_the_keeper(bootstrap, spark, pipeline, monkeypatch):
-    settings = pipeline(txn_scope="slot", txn_slots=2)
+SOURCES = pytest.mark.parametrize("source", ["spark", "grouped"])
+
+
+@SOURCES
+def test_one_transaction_a_slot_through_a_retried_task_a_replay_and_the_keeper(bootstrap, spark, pipeline, monkeypatch,
+                                                                               source):
+    settings = pipeline(txn_scope="slot", txn_slots=2, source=source)
+    created_before = consumers_created(spark)
     batches = []
     # Slot k's task fails after producing and sending its offsets, before commit: Spark retries it.
     monkeypatch.setenv("EOSBENCH_FAULT", "fail-task-before-commit:1:0")
@@ -58,6 +64,8 @@ def test_one_transaction_a_slot_through_a_retried_task_a_replay_and_the_keeper(b
     assert summary.records_out == report.output_committed
     assert len(batches) >= 4 and all(batch.tasks <= 2 for batch in batches), [b.tasks for b in batches]
     assert summary.slots_fenced >= 2, "the driver's start fences this run's two slot ids"
+    if source == "grouped":  # one consumer a slot, kept across batches and for the retried task
+        assert 0 < consumers_created(spark) - created_before <= 2
     before = committed(bootstrap, settings)
     assert {c.scope for c in before.values()} == {"slot"}
     assert {c.slot[1] for c in before.values()} == {2} and {c.slot[0] for c in before.values()} <= {0, 1}
@@ -158,9 +166,10 @@ def test_a_changed_slot_map_fences_the_old_slot_ids_before_any_task_runs(bootstr
     assert_exactly_once(bootstrap, settings)
 
 
-def test_a_lost_checkpoint_resumes_from_the_group_and_a_scope_switch_is_refused(bootstrap, spark, pipeline):
+@SOURCES
+def test_a_lost_checkpoint_resumes_from_the_group_and_a_scope_switch_is_refused(bootstrap, spark, pipeline, source):
     # --txn-scope auto gives a new group slot scope, and the group keeps it after a lost checkpoint.
-    settings = pipeline(txn_scope="auto", txn_slots=2, max_offsets_per_trigger=None)
+    settings = pipeline(txn_scope="auto", txn_slots=2, max_offsets_per_trigger=None, source=source)
     first = job.run(spark, settings)
     assert first.txn_scope == "slot" and first.txn_scope_chosen.endswith("has no committed offsets)")
     shutil.rmtree(local_checkpoint(settings))
@@ -201,14 +210,15 @@ def test_co_partitioned_output_keeps_each_record_on_its_input_partition_number(b
                                 dead_letter_topic=dead_letters))
 
 
+@SOURCES
 def test_a_smaller_slot_count_fences_every_old_slot_id_and_a_late_task_of_the_old_run_stops(bootstrap, spark,
-                                                                                             pipeline):
+                                                                                             pipeline, source):
     from confluent_kafka import Consumer as Memberless
 
     from streaming.sink_task import run_transaction
     from streaming.task_plan import TaskPlan
 
-    settings = pipeline(txn_scope="slot", txn_slots=8)
+    settings = pipeline(txn_scope="slot", txn_slots=8, source=source)
     job.run(spark, settings)
     tags = committed(bootstrap, settings)
     assert {c.slot[1] for c in tags.values()} == {8} and {c.slot_ids for c in tags.values()} == {8}

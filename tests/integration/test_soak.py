@@ -235,7 +235,7 @@ def test_slot_scope_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_wor
         report = run_soak(tmp_path, "--master", cluster.settings.master_url, "--spark-state-dir", str(spark_state),
                           "--hdfs", "--hdfs-port", str(SOAK_HDFS_PORT), "--hdfs-state-dir", str(hdfs_state),
                           "--faults", ",".join(CLUSTER_FAULTS), "--gate-records", "200", "--txn-scope", "slot",
-                          "--max-faults", str(len(CLUSTER_FAULTS)), "--metrics-linger", "0", duration="8m",
+                          "--source", "grouped", "--max-faults", str(len(CLUSTER_FAULTS)), "--metrics-linger", "0", duration="8m",
                           timeout=720)
         assert cluster.master_state()["completedapps"] or cluster.master_state()["activeapps"]
         checkpoint = f"{hdfs.uri}/eosbench/soak/checkpoint-{report['run_id']}"
@@ -244,6 +244,8 @@ def test_slot_scope_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_wor
         side_by_side(cluster.stop, hdfs.stop)
     assert_clean(report, tmp_path)
     assert report["options"]["txn_scope"] == "slot", "slot scope holds through an executor's and a worker's kill"
+    # On the grouped source: Spark's source keeps slot scope proven by the YARN soak and test_slot_scope.py.
+    assert report["options"]["source"] == "grouped"
     assert sorted(listed) == [f"{checkpoint}/{entry}" for entry in ("commits", "metadata", "offsets", "sources")]
     details = {fault["kind"]: fault["detail"] for fault in report["faults"]}
     assert sorted(details) == sorted(CLUSTER_FAULTS), [f["kind"] for f in report["faults"]]

@@ -1,0 +1,79 @@
+"""`--source spark|grouped` on stream, bench spark and soak, and what the grouped source refuses (no broker)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conf.stream_settings import StreamSettings
+from eosbench.bench import spark as bench
+from eosbench.cli import build_parser
+from streaming import sink_start
+from streaming.sink_group import CommittedOffset, SinkPreconditionError
+
+
+def settings(**fields) -> StreamSettings:
+    """Stream settings with two topics and the given fields."""
+    return StreamSettings(input_topic="in", output_topic="out", **fields)
+
+
+def test_the_grouped_source_runs_slot_and_batch_scope_and_the_baseline_sinks_and_refuses_the_rest_in_one_line():
+    assert settings().source == "spark"
+    for fields in ({"txn_scope": "slot"}, {"txn_scope": "batch"}, {"txn_scope": "auto"}, {"sink": "kafka-alo"},
+                   {"sink": "delta", "delta_path": "t"}):
+        assert settings(source="grouped", **fields).source == "grouped"
+    with pytest.raises(ValueError, match="a grouped task holds several Kafka partitions"):
+        settings(source="grouped", txn_scope="partition")
+    with pytest.raises(ValueError, match="real-time mode keeps Spark's source"):
+        settings(source="grouped", txn_scope="auto", trigger="realtime:5 seconds")
+    with pytest.raises(ValueError, match="set by the job"):
+        settings(source="grouped", txn_scope="slot", source_options=("slots=4",))
+
+
+def test_auto_scope_on_the_grouped_source_takes_slot_scope_or_refuses_a_group_partition_scope_wrote(monkeypatch):
+    class Consumer:
+        def list_topics(self, topic, timeout):
+            return type("Metadata", (), {"topics": {topic: type("Topic", (), {"partitions": {0: None, 1: None}})}})
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(sink_start, "_memberless_consumer", lambda _: Consumer())
+    group = {}
+    monkeypatch.setattr(sink_start, "read_committed_offsets", lambda *_: group)
+    group.update({p: CommittedOffset(-1, None) for p in (0, 1)})
+    chosen, why = sink_start.resolved_scope(settings(source="grouped", txn_scope="auto"))
+    assert chosen.txn_scope == "slot" and "no committed offsets" in why
+    group.update({p: CommittedOffset(5, "partition") for p in (0, 1)})
+    with pytest.raises(SinkPreconditionError, match=r"^--txn-scope auto chose partition scope .* which --source"
+                                                    r" grouped cannot run"):
+        sink_start.resolved_scope(settings(source="grouped", txn_scope="auto"))
+
+
+def test_stream_and_soak_take_one_source_and_bench_spark_several():
+    parse = build_parser().parse_args
+    assert parse(["stream", "--input-topic", "i", "--output-topic", "o"]).source == "spark"
+    assert parse(["stream", "--input-topic", "i", "--output-topic", "o", "--source", "grouped"]).source == "grouped"
+    assert parse(["soak", "--duration", "1m", "--source", "grouped"]).source == "grouped"
+    assert parse(["bench", "spark"]).sources == ["spark"]
+    assert parse(["bench", "spark", "--source", "spark", "grouped"]).sources == ["spark", "grouped"]
+
+
+def test_bench_spark_runs_every_sink_the_grouped_source_can_run_again_on_it():
+    arms = {bench.GROUPED_ARM: ()}
+    assert bench.arm_variants(["kafka-alo", "kafka-eos", "kafka-eos+slot", "kafka-eos+batch"], arms) == [
+        "kafka-alo", "kafka-eos", "kafka-eos+slot", "kafka-eos+batch",
+        "kafka-alo@grouped", "kafka-eos+slot@grouped", "kafka-eos+batch@grouped"]
+    grouped = settings(**bench.variant_fields("kafka-eos+slot@grouped", arms))
+    assert (grouped.source, grouped.txn_scope, grouped.source_options) == ("grouped", "slot", ())
+    assert settings(**bench.variant_fields("kafka-eos+slot", arms)).source == "spark"
+
+
+def test_bench_spark_refuses_the_grouped_source_alone_and_an_arm_labelled_grouped():
+    from eosbench.console.errors import EXIT_BAD_INPUT
+    from tests.unit.test_cli_errors import assert_one_line_error, run_eosbench
+
+    completed = run_eosbench("bench", "spark", "--bootstrap-server", "127.0.0.1:1", "--source", "grouped")
+    assert_one_line_error(completed, EXIT_BAD_INPUT, "--source: bench spark measures the grouped source beside")
+    completed = run_eosbench("bench", "spark", "--bootstrap-server", "127.0.0.1:1", "--source-arm",
+                             "grouped:kafka.fetch.max.wait.ms=5")
+    assert_one_line_error(completed, EXIT_BAD_INPUT, "--source-arm grouped: that label is --source grouped's arm")

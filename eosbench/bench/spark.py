@@ -47,7 +47,8 @@ from eosbench.bench import results
 from eosbench.bench.consumer_anchor import anchors
 from eosbench.bench.latency import fed_input
 from eosbench.bench.protocol import exporter_urls, request_counts
-from eosbench.bench.spark_figures import (ARM, COORDINATOR_REQUESTS, SOURCE_REQUESTS, arm_of, scaling_figures,
+from eosbench.bench.spark_figures import (ARM, COORDINATOR_REQUESTS, SOURCE_REQUESTS, arm_of, consumers_created,
+                                          scaling_figures, source_line,
                                           scaling_line, sink_of, source_requests_per_batch)
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.kafka_admin import cluster_metadata, create_topic
@@ -176,8 +177,11 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
         for variant in measured[shift:] + measured[:shift]:  # rotate so no sink always goes first
             settings = settings_for(variant, f"{variant_tag(variant)}-r{round_number}")
             before = _request_counts_or_none(urls)
+            consumers_before, first_batch = consumers_created(spark), len(batch_seconds[variant])
             summary = job.run(spark, settings, on_batch=lambda batch, v=variant: batch_seconds[v].append(batch.duration_s))
             after = _request_counts_or_none(urls) if before is not None else None
+            consumers = consumers_created(spark)[settings.source] - consumers_before[settings.source] \
+                if consumers_before else None
             markers = 0  # only the transactional sink writes markers (and counts the records it wrote)
             if settings.sink == "kafka-eos":
                 ends = stable_and_end_offsets(bootstrap, settings.output_topic)
@@ -196,13 +200,16 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
             # After the first two batches: Spark's Kafka source creates a consumer per partition in the
             # first batch (about 0.26 s each here), which at 256 partitions is most of a short run.
             figures.update(slots_fenced=summary.slots_fenced, records_per_s=rate, load_average=os.getloadavg()[0],
-                           steady_records_per_s=summary.steady_input_rows_per_s)
+                           steady_records_per_s=summary.steady_input_rows_per_s, consumers_created=consumers,
+                           first_batch_s=batch_seconds[variant][first_batch] if summary.batches else None,
+                           trigger_ms=summary.trigger_ms)
             if after is not None:
                 figures["source_requests_per_batch"] = source_requests_per_batch(before, after, summary.batches)
             scaling.setdefault(variant, []).append(figures)
             print(f"round {round_number} {variant:<18} {summary.input_rows:>10,} records in {summary.seconds:6.1f} s"
                   f" = {rate:>10,.0f} records/s, {summary.steady_input_rows_per_s or 0:,.0f} after the first two"
                   f" batches (load average {figures['load_average']:.2f})", flush=True)
+            print(f"  {source_line(figures)}", flush=True)
             if transactions:
                 print(f"  {scaling_line(figures)}", flush=True)
             if "source_requests_per_batch" in figures:

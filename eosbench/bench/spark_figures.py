@@ -191,3 +191,30 @@ def plot_throughput(reports: list[dict], results_dir: Path) -> Path:
     return lines_png(throughput_series(reports), results_dir / f"spark-throughput-{reports[-1]['run_id']}.png",
                      f"bench spark ({reports[-1]['master']}): records/s of each sink against input partitions",
                      "input partitions (= output partitions)", "records/s", log_x=True, log_y=True)
+
+
+def consumers_created(spark) -> dict[str, int] | None:
+    """Kafka consumers the driver's JVM has created so far, per source, or None on a cluster master.
+
+    Spark's source: its consumer pool's created count (commons-pool's, so a consumer evicted and
+    made again counts twice); the grouped source: its own counter. Both live in the JVM that runs
+    the tasks, which only a local master shares with the driver.
+    """
+    if not spark.sparkContext.master.startswith("local"):
+        return None
+    jvm = spark._jvm
+    pool_class = jvm.org.apache.spark.util.Utils.classForName(
+        "org.apache.spark.sql.kafka010.consumer.KafkaDataConsumer$", True, False)
+    pool = pool_class.getField("MODULE$").get(None).consumerPool().pool()
+    return {"spark": pool.getCreatedCount(), "grouped": jvm.eosbench.spark.GroupedKafkaProvider.consumersCreated()}
+
+
+def source_line(figures: dict) -> str:
+    """What one drain run's reading cost: its first batch, Spark's median trigger steps and the consumers it made."""
+    steps = ", ".join(f"{step} {ms:,.0f}" for step, ms in sorted(figures["trigger_ms"].items(), key=lambda kv: -kv[1])
+                      if ms >= 1)
+    first = figures["first_batch_s"]
+    made = figures["consumers_created"]
+    return (f"first batch {first:.2f} s" if first is not None else "no batch") + \
+        f"; median ms per batch after the first two: {steps or 'none'}" + \
+        (f"; {made:,} consumers created" if made is not None else "")

@@ -182,6 +182,9 @@ def test_spark_bench_runs_both_sinks_available_now_and_at_a_1s_trigger(bootstrap
         assert report["median_records_per_sec"][variant] > 0
     # The broker's counters: one AddOffsetsToTxn, TxnOffsetCommit and EndTxn per committed transaction.
     scaling = report["scaling"]["kafka-eos"][0]
+    # What reading cost each drain: Spark's source made a consumer per partition for the arm's own group.
+    assert scaling["consumers_created"] >= 2 and scaling["first_batch_s"] > 0 and scaling["trigger_ms"]["addBatch"] > 0
+    assert "consumers created" in completed.stdout
     assert scaling["transactions"] == report["phases"]["kafka-eos"]["transactions"] > 0
     assert {name: scaling["requests"][name]["count"] for name in ("AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn")} == \
         dict.fromkeys(("AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn"), scaling["transactions"])

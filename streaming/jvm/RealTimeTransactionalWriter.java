@@ -1,8 +1,6 @@
 package eosbench.spark;
 
 import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
 import java.security.SecureRandom;
 import java.sql.Timestamp;
 import java.time.Duration;
@@ -18,7 +16,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
-import java.util.zip.CRC32;
 
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -328,8 +325,8 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
         int dead = 0;
         for (int i = 0; i < kept.size(); i++) {
             Kept record = kept.get(i);
-            poison[i] = record.value() != null && startsWith(record.value(), POISON_PREFIX);
-            results[i] = poison[i] ? record.value() : transform(process, record.key(), record.value());
+            poison[i] = RecordProcess.isPoison(record.value());
+            results[i] = poison[i] ? record.value() : RecordProcess.transform(process, record.key(), record.value());
             dead += poison[i] ? 1 : 0;
         }
         byte[] outTxn = (identity + ":" + (kept.size() - dead)).getBytes(StandardCharsets.UTF_8);
@@ -395,78 +392,6 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
             }
             producer = null;
         }
-    }
-
-    // ------------------------------------------------------------------ streaming/process.py, in Java
-
-    static final byte[] POISON_PREFIX = "POISON".getBytes(StandardCharsets.US_ASCII);
-
-    private static boolean startsWith(byte[] value, byte[] prefix) {
-        return value.length >= prefix.length && Arrays.equals(value, 0, prefix.length, prefix, 0, prefix.length);
-    }
-
-    /** streaming/process.py's transform of a record that is not poison (a tombstone stays one). */
-    static byte[] transform(String process, byte[] key, byte[] value) {
-        if (value == null || process.equals("passthrough")) {
-            return value;
-        }
-        if (process.equals("checksum")) {
-            CRC32 crc = new CRC32();
-            crc.update(value);
-            byte[] suffix = String.format("|%08x", crc.getValue()).getBytes(StandardCharsets.US_ASCII);
-            byte[] out = Arrays.copyOf(value, value.length + suffix.length);
-            System.arraycopy(suffix, 0, out, value.length, suffix.length);
-            return out;
-        }
-        try {
-            byte[] digest = MessageDigest.getInstance("SHA-256").digest(value);
-            StringBuilder hex = new StringBuilder();
-            for (int i = 0; i < 8; i++) {
-                hex.append(String.format("%02x", digest[i]));
-            }
-            byte[] head = "{\"key\":\"".getBytes(StandardCharsets.US_ASCII);
-            byte[] tail = ("\",\"len\":" + value.length + ",\"sha256_16\":\"" + hex + "\"}").getBytes(StandardCharsets.US_ASCII);
-            byte[] keyBytes = key == null ? new byte[0] : key;
-            byte[] out = Arrays.copyOf(head, head.length + keyBytes.length + tail.length);
-            System.arraycopy(keyBytes, 0, out, head.length, keyBytes.length);
-            System.arraycopy(tail, 0, out, head.length + keyBytes.length, tail.length);
-            return out;
-        } catch (NoSuchAlgorithmException missing) {
-            throw new IllegalStateException(missing);
-        }
-    }
-
-    /** Test entry: stdin lines {@code <process> <key hex|-> <value hex|->}, stdout the transform's hex (or -). */
-    public static void main(String[] args) throws java.io.IOException {
-        java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in, StandardCharsets.US_ASCII));
-        for (String line = in.readLine(); line != null; line = in.readLine()) {
-            String[] fields = line.split(" ");
-            byte[] value = fromHex(fields[2]);
-            byte[] out = value != null && startsWith(value, POISON_PREFIX) ? null : transform(fields[0], fromHex(fields[1]), value);
-            System.out.println(value != null && startsWith(value, POISON_PREFIX) ? "POISON" : toHex(out));
-        }
-    }
-
-    private static byte[] fromHex(String text) {
-        if (text.equals("-")) {
-            return null;
-        }
-        byte[] out = new byte[text.length() / 2];
-        for (int i = 0; i < out.length; i++) {
-            out[i] = (byte) Integer.parseInt(text.substring(2 * i, 2 * i + 2), 16);
-        }
-        return out;
-    }
-
-    private static String toHex(byte[] bytes) {
-        if (bytes == null) {
-            return "-";
-        }
-        StringBuilder hex = new StringBuilder();
-        for (byte b : bytes) {
-            hex.append(String.format("%02x", b));
-        }
-        return hex.toString();
     }
 
     // ------------------------------------------------------------------ what the driver reads back

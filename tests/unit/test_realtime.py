@@ -65,7 +65,7 @@ def test_the_java_writers_transforms_write_the_bytes_pythons_do():
     lines = [f"{process} {key.hex() if key is not None else '-'} {value.hex() if value is not None else '-'}"
              for process in TRANSFORMS for key, value in records]
     ran = subprocess.run([check_java(), "-cp", os.pathsep.join([str(pyspark_jars_dir() / "*"), *map(str, jars)]),
-                          "eosbench.spark.RealTimeTransactionalWriter"], input="\n".join(lines) + "\n",
+                          "eosbench.spark.RecordProcess"], input="\n".join(lines) + "\n",
                          capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
     expected = []

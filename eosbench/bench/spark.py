@@ -48,8 +48,8 @@ from eosbench.bench.consumer_anchor import anchors
 from eosbench.bench.latency import fed_input
 from eosbench.bench.protocol import exporter_urls, request_counts
 from eosbench.bench.spark_figures import (ARM, COORDINATOR_REQUESTS, SOURCE_REQUESTS, arm_of, consumers_created,
-                                          scaling_figures, source_line,
-                                          scaling_line, sink_of, source_requests_per_batch)
+                                          scaling_figures, scaling_line, sink_of, source_line,
+                                          source_requests_per_batch, trigger_steps)
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.kafka_admin import cluster_metadata, create_topic
 from eosbench.bench.report import EOS_OVER_ALO_TARGET
@@ -372,7 +372,8 @@ def _latency_run(bootstrap: str | Connection, settings_for, rate: float, seconds
     counts = np.sum(steady, axis=0)
     return {"variant": variant, "trigger": TRIGGER, "offered_records_per_sec": rate, "seconds": seconds,
             "partitions": partitions, "batches": len(batches), "records": int(counts.sum()),
-            "p50_ms": histogram_percentile(counts, 0.5), "p99_ms": histogram_percentile(counts, 0.99), "max_batch_s": max(b.duration_s for b in batches),
+            "p50_ms": histogram_percentile(counts, 0.5), "p99_ms": histogram_percentile(counts, 0.99),
+            "max_batch_s": max(b.duration_s for b in batches),
             "median_batch_s": statistics.median(b.duration_s for b in batches[STARTUP_BATCHES:] or batches),
             "records_in": summary.records_in, "visibility": summary.visibility, "trigger_ms": summary.trigger_ms,
             "driver_ms": summary.driver_ms, "load_average": os.getloadavg()[0]}
@@ -434,8 +435,7 @@ def _print(report: dict, path: Path) -> None:
               f" {lat['offered_records_per_sec']:,.0f} records/s offered on {lat['partitions']} partitions: p50"
               f" {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms ({verdict} the p99 <= trigger + 1 s target);"
               f" batches {lat['median_batch_s']:.2f} s median, {lat['max_batch_s']:.2f} s max")
-        steps = ", ".join(f"{step} {ms:,.0f}" for step, ms in sorted(lat["trigger_ms"].items(), key=lambda kv: -kv[1])
-                          if ms >= 1)
+        steps = trigger_steps(lat["trigger_ms"])
         driver = ", ".join(f"{step} {ms:,.1f}" for step, ms in sorted(lat["driver_ms"].items(), key=lambda kv: -kv[1]))
         print(f"  median ms per batch: Spark's trigger {steps}; the sink's driver {driver}"
               f" (load average {lat['load_average']:.2f})")

@@ -209,10 +209,14 @@ def consumers_created(spark) -> dict[str, int] | None:
     return {"spark": pool.getCreatedCount(), "grouped": jvm.eosbench.spark.GroupedKafkaProvider.consumersCreated()}
 
 
+def trigger_steps(trigger_ms: dict[str, float]) -> str:
+    """Spark's median milliseconds per trigger step, the longest first, leaving out those under 1 ms."""
+    return ", ".join(f"{step} {ms:,.0f}" for step, ms in sorted(trigger_ms.items(), key=lambda kv: -kv[1]) if ms >= 1)
+
+
 def source_line(figures: dict) -> str:
     """What one drain run's reading cost: its first batch, Spark's median trigger steps and the consumers it made."""
-    steps = ", ".join(f"{step} {ms:,.0f}" for step, ms in sorted(figures["trigger_ms"].items(), key=lambda kv: -kv[1])
-                      if ms >= 1)
+    steps = trigger_steps(figures["trigger_ms"])
     first = figures["first_batch_s"]
     made = figures["consumers_created"]
     return (f"first batch {first:.2f} s" if first is not None else "no batch") + \

@@ -46,8 +46,8 @@ def planned_slots(df) -> tuple | None:
     None if the batch's root is not the grouped source's, or a shuffle lies between.
     """
     def slot_of(slot) -> tuple:
-        ranges = tuple((slot.topic(), slot.partition(i), slot.fromOffset(i), slot.untilOffset(i))
-                       for i in range(slot.size()))
+        topic, text = slot.topic(), slot.ranges()
+        ranges = tuple((topic, *map(int, piece.split(":"))) for piece in text.split(",")) if text else ()
         return slot.slot(), slot.slots(), ranges, slot.location()
 
     return _each_input_partition(df, slot_of)

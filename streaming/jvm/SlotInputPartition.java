@@ -78,6 +78,18 @@ public final class SlotInputPartition implements InputPartition {
         return until[i];
     }
 
+    /**
+     * Every range as "partition:from:until", separated by ",": the sink reads a batch's map with one
+     * call per slot, where a call per range cost 0.3 s a batch at 1,000 partitions over py4j.
+     */
+    public String ranges() {
+        StringBuilder text = new StringBuilder();
+        for (int i = 0; i < partitions.length; i++) {
+            text.append(i == 0 ? "" : ",").append(partitions[i]).append(':').append(from[i]).append(':').append(until[i]);
+        }
+        return text.toString();
+    }
+
     /** The owner executor, executor_&lt;host&gt;_&lt;id&gt;, or "" for none. */
     public String location() {
         return location == null ? "" : location;

@@ -121,7 +121,7 @@ final class SlotPartitionReader implements PartitionReader<InternalRow> {
             if (System.currentTimeMillis() > deadline) {
                 failed = true;
                 throw new IllegalStateException("slot " + slot.slot() + " of " + slot.topic() + " did not reach the"
-                    + " batch's end " + ranges() + " in kafkaConsumer.pollTimeoutMs = " + slot.pollTimeoutMs()
+                    + " batch's end (partition:from:until) " + slot.ranges() + " in kafkaConsumer.pollTimeoutMs = " + slot.pollTimeoutMs()
                     + " ms (partitions still short of it: " + open + ")");
             }
             ConsumerRecords<byte[], byte[]> records;
@@ -154,15 +154,6 @@ final class SlotPartitionReader implements PartitionReader<InternalRow> {
         }
         current = toUnsafe.apply(row(record));
         return true;
-    }
-
-    private String ranges() {
-        StringBuilder text = new StringBuilder();
-        for (int i = 0; i < slot.size(); i++) {
-            text.append(i == 0 ? "" : ", ").append(slot.partition(i)).append(": ").append(slot.fromOffset(i))
-                .append("..").append(slot.untilOffset(i));
-        }
-        return text.toString();
     }
 
     /** Spark's Kafka source's row with includeHeaders; headers are null when a record has none, as there. */

@@ -31,6 +31,15 @@ def proc_stat(pid: int) -> tuple[str, str, int] | None:
     return fields[0], fields[19], int(fields[1])
 
 
+def cpu_ticks(pid: int) -> int | None:
+    """The CPU time a process has used so far (user and system, in clock ticks), or None if it does not exist."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def process_alive(pid: int, start_ticks: str | None = None) -> bool:
     """Tell whether a process still runs (and, given its start time, is the one that was launched)."""
     stat = proc_stat(pid)

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Protocol
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.kafka_admin import cluster_metadata, under_replicated
-from eosbench.local.processes import command_line, descendants, proc_stat, send_signal
+from eosbench.local.processes import (command_line, cpu_ticks, descendants, kill_all, proc_stat, process_alive,
+                                      send_signal)
 from eosbench.soak.options import SoakOptions
 
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
     from eosbench.soak.pipeline import Pipeline
     from eosbench.soak.progress import ProgressSampler
 
+# How long a zombie-executor's woken processes may act (and fail on their fence) before they are killed.
+ZOMBIE_GRACE_S = 10.0
 # The kinds a soak without --faults injects (less the Spark-only ones when no Spark runs).
 DEFAULT_FAULTS = ("kill-driver", "kill-executor", "kill-broker", "pause-broker", "delete-checkpoint", "restart-producer")
 
@@ -224,6 +227,75 @@ def kill_executor(soak: SoakUnderFaults, occurrence: int) -> str:
         return "no Python worker was running; nothing killed"
     send_signal(target, signal.SIGKILL)
     return f"SIGKILL Python worker pid {target}{'' if forked else ' (the pyspark daemon)'}"
+
+
+def has_a_zombie_to_wake(options: SoakOptions) -> None:
+    """Refuse zombie-executor where no paused executor could wake up after its driver's restart."""
+    if options.master == "yarn":
+        raise BadInput("--faults zombie-executor: YARN kills a dead application's containers, paused or not (their"
+                       " whole process group, SIGKILL), so none wakes up after the restart; it needs a standalone"
+                       " master (--master spark://…)")
+    if not options.master.startswith("spark://"):
+        raise BadInput(f"--faults zombie-executor needs a standalone master (--master spark://…): on --master"
+                       f" {options.master} the tasks run in the driver's own JVM, which the restart kills")
+    if options.realtime:
+        raise BadInput(f"--faults zombie-executor: with --trigger {options.trigger} the tasks run in the executor's"
+                       " JVM, which the worker kills with its application, so none wakes up after the restart")
+
+
+def executor_with_a_task_in_flight(soak: SoakUnderFaults, timeout_s: float = 30.0) -> tuple[int, list[int]] | None:
+    """An executor JVM one of whose Python workers is running a task, and the JVM's Python processes; None if
+    no worker was seen busy within `timeout_s`.
+
+    A worker is a process the pyspark daemon forked; one whose CPU time moves within 50 ms is mid-task
+    (an idle one waits on its socket). The daemon's own CPU says nothing: it forks and reaps.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for jvm in executor_pids(soak):
+            pythons = [pid for pid in descendants(jvm) if "pyspark.daemon" in command_line(pid)]
+            workers = [pid for pid in pythons if (proc_stat(pid) or (0, 0, 0))[2] in pythons]
+            before = {pid: cpu_ticks(pid) for pid in workers}
+            time.sleep(0.05)
+            if any(cpu_ticks(pid) not in (None, ticks) for pid, ticks in before.items()):
+                return jvm, pythons
+        time.sleep(0.1)
+    return None
+
+
+@fault_kind("zombie-executor", check=has_a_zombie_to_wake, spark_only=True)
+def zombie_executor(soak: SoakUnderFaults, occurrence: int) -> str:
+    """SIGSTOP an executor with a task in flight, SIGKILL and restart the driver, SIGCONT the executor after the
+    new driver's first commit: the zombie that fencing exists for, an old task waking after its replacement ran.
+
+    The standalone worker kills the dead application's executor JVM (SIGTERM, then SIGKILL, which ends a
+    stopped process too), but not the Python workers it forked: they wake where they stopped, mid-
+    transaction perhaps, and the new run's fences must have ended what they held. They are orphans of
+    a dead application, so whatever of them is still there ZOMBIE_GRACE_S after waking is killed.
+    """
+    found = executor_with_a_task_in_flight(soak)
+    if found is None:
+        return "no Python worker of an executor was seen running a task; nothing paused"
+    jvm, pythons = found
+    paused = [*reversed(pythons), jvm]  # the workers before the daemon, the daemon before the JVM
+    for pid in paused:
+        send_signal(pid, signal.SIGSTOP)
+    try:
+        processed = soak.sampler.processed()
+        driver = soak.pipeline.restart(soak.pipeline.stream)
+        committed = soak.wait_for(lambda: soak.sampler.processed() > processed, soak.options.recovery_timeout_s,
+                                  "the new driver's first commit")
+    finally:
+        woken = [pid for pid in paused if process_alive(pid)]
+        for pid in reversed(woken):  # the JVM first (if its worker left it), the workers last
+            send_signal(pid, signal.SIGCONT)
+    soak.wait_for(lambda: not any(process_alive(pid) for pid in woken), ZOMBIE_GRACE_S, "the woken processes to end")
+    left = [pid for pid in woken if process_alive(pid)]
+    kill_all(left)
+    after = "after the new driver's first commit" if committed else "with no commit of the new driver yet"
+    return (f"SIGSTOP executor JVM pid {jvm} and its {len(pythons)} Python processes with a task in flight; SIGKILL"
+            f" driver pid {driver}, restarted; SIGCONT {len(woken)} still there {after}"
+            f"{f', {len(left)} killed {ZOMBIE_GRACE_S:g} s later' if left else ''}")
 
 
 @fault_kind("kill-broker", prepare=wait_fully_replicated)

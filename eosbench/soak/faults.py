@@ -243,9 +243,9 @@ def has_a_zombie_to_wake(options: SoakOptions) -> None:
                        " JVM, which the worker kills with its application, so none wakes up after the restart")
 
 
-def executor_with_a_task_in_flight(soak: SoakUnderFaults, timeout_s: float = 30.0) -> tuple[int, list[int]] | None:
-    """An executor JVM one of whose Python workers is running a task, and the JVM's Python processes; None if
-    no worker was seen busy within `timeout_s`.
+def executor_with_a_task_in_flight(soak: SoakUnderFaults, timeout_s: float = 30.0) -> tuple[int, int, int] | None:
+    """(executor JVM, its pyspark daemon, the daemon's worker) for a worker seen running a task; None if no worker
+    was seen busy within `timeout_s`.
 
     A worker is a process the pyspark daemon forked; one whose CPU time moves within 50 ms is mid-task
     (an idle one waits on its socket). The daemon's own CPU says nothing: it forks and reaps.
@@ -254,48 +254,54 @@ def executor_with_a_task_in_flight(soak: SoakUnderFaults, timeout_s: float = 30.
     while time.monotonic() < deadline:
         for jvm in executor_pids(soak):
             pythons = [pid for pid in descendants(jvm) if "pyspark.daemon" in command_line(pid)]
-            workers = [pid for pid in pythons if (proc_stat(pid) or (0, 0, 0))[2] in pythons]
+            parents = {pid: (proc_stat(pid) or ("", "", 0))[2] for pid in pythons}
+            workers = [pid for pid in pythons if parents[pid] in pythons]
             before = {pid: cpu_ticks(pid) for pid in workers}
             time.sleep(0.05)
-            if any(cpu_ticks(pid) not in (None, ticks) for pid, ticks in before.items()):
-                return jvm, pythons
+            busy = [pid for pid, ticks in before.items() if cpu_ticks(pid) not in (None, ticks)]
+            if busy:
+                return jvm, parents[busy[0]], busy[0]
         time.sleep(0.1)
     return None
 
 
 @fault_kind("zombie-executor", check=has_a_zombie_to_wake, spark_only=True)
 def zombie_executor(soak: SoakUnderFaults, occurrence: int) -> str:
-    """SIGSTOP an executor with a task in flight, SIGKILL and restart the driver, SIGCONT the executor after the
-    new driver's first commit: the zombie that fencing exists for, an old task waking after its replacement ran.
+    """SIGSTOP an executor's Python worker with a task in flight, SIGKILL and restart the driver, SIGCONT the worker
+    after the new driver's first commit: the zombie that fencing exists for, an old task waking after its
+    replacement ran.
 
-    The standalone worker kills the dead application's executor JVM (SIGTERM, then SIGKILL, which ends a
-    stopped process too), but not the Python workers it forked: they wake where they stopped, mid-
-    transaction perhaps, and the new run's fences must have ended what they held. They are orphans of
-    a dead application, so whatever of them is still there ZOMBIE_GRACE_S after waking is killed.
+    The worker is what holds the task's producer and transaction, so it is what must wake. Its pyspark
+    daemon is paused with it: once the standalone worker kills the dead application's JVM, the daemon
+    would end its workers with a SIGHUP to their process group, which a stopped worker keeps pending
+    and dies of as it wakes, before it could act. The JVM is left to that kill. After the new driver's first commit only the task's
+    worker wakes, mid-transaction perhaps: the new run's fences must have ended what it held, and
+    its retries must find the new run's offsets. Whatever of the two is left ZOMBIE_GRACE_S later is
+    killed: orphans of a dead application.
     """
     found = executor_with_a_task_in_flight(soak)
     if found is None:
         return "no Python worker of an executor was seen running a task; nothing paused"
-    jvm, pythons = found
-    paused = [*reversed(pythons), jvm]  # the workers before the daemon, the daemon before the JVM
-    for pid in paused:
+    jvm, daemon, worker = found
+    for pid in (worker, daemon):  # the worker first: its task goes no further
         send_signal(pid, signal.SIGSTOP)
+    committed, woke = False, False
     try:
         processed = soak.sampler.processed()
         driver = soak.pipeline.restart(soak.pipeline.stream)
         committed = soak.wait_for(lambda: soak.sampler.processed() > processed, soak.options.recovery_timeout_s,
                                   "the new driver's first commit")
     finally:
-        woken = [pid for pid in paused if process_alive(pid)]
-        for pid in reversed(woken):  # the JVM first (if its worker left it), the workers last
-            send_signal(pid, signal.SIGCONT)
-    soak.wait_for(lambda: not any(process_alive(pid) for pid in woken), ZOMBIE_GRACE_S, "the woken processes to end")
-    left = [pid for pid in woken if process_alive(pid)]
-    kill_all(left)
+        woke = process_alive(worker)
+        if woke:
+            send_signal(worker, signal.SIGCONT)
+    ended = woke and soak.wait_for(lambda: not process_alive(worker), ZOMBIE_GRACE_S, "the woken worker to end")
+    kill_all([pid for pid in (worker, daemon) if process_alive(pid)])
     after = "after the new driver's first commit" if committed else "with no commit of the new driver yet"
-    return (f"SIGSTOP executor JVM pid {jvm} and its {len(pythons)} Python processes with a task in flight; SIGKILL"
-            f" driver pid {driver}, restarted; SIGCONT {len(woken)} still there {after}"
-            f"{f', {len(left)} killed {ZOMBIE_GRACE_S:g} s later' if left else ''}")
+    fate = (f"it ended within {ZOMBIE_GRACE_S:g} s" if ended else f"SIGKILL {ZOMBIE_GRACE_S:g} s later") if woke \
+        else "it was gone before it could wake"
+    return (f"SIGSTOP Python worker pid {worker} of executor JVM pid {jvm} with a task in flight, and its daemon pid"
+            f" {daemon}; SIGKILL driver pid {driver}, restarted; SIGCONT the worker {after}; {fate}")
 
 
 @fault_kind("kill-broker", prepare=wait_fully_replicated)

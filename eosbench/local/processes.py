@@ -31,12 +31,11 @@ def proc_stat(pid: int) -> tuple[str, str, int] | None:
     return fields[0], fields[19], int(fields[1])
 
 
-def cpu_ticks(pid: int) -> int | None:
-    """The CPU time a process has used so far (user and system, in clock ticks), or None if it does not exist."""
+def process_name(pid: int) -> str | None:
+    """The name of a process's main thread (/proc/<pid>/comm), or None if it does not exist."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
         return None
 
 

@@ -16,14 +16,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.kafka_admin import cluster_metadata, under_replicated
-from eosbench.local.processes import (command_line, cpu_ticks, descendants, kill_all, proc_stat, process_alive,
+from eosbench.local.processes import (command_line, descendants, kill_all, proc_stat, process_alive, process_name,
                                       send_signal)
 from eosbench.soak.options import SoakOptions
+from streaming.in_flight import IN_FLIGHT_NAME
 
 if TYPE_CHECKING:
     from conf.client_config import Connection
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
 
 # How long a zombie-executor's woken processes may act (and fail on their fence) before they are killed.
 ZOMBIE_GRACE_S = 10.0
+# A restarted driver's spark-submit takes longer than this to commit; an old run's last tasks, less.
+NEW_DRIVER_S = 5.0
 # The kinds a soak without --faults injects (less the Spark-only ones when no Spark runs).
 DEFAULT_FAULTS = ("kill-driver", "kill-executor", "kill-broker", "pause-broker", "delete-checkpoint", "restart-producer")
 
@@ -244,64 +248,103 @@ def has_a_zombie_to_wake(options: SoakOptions) -> None:
 
 
 def executor_with_a_task_in_flight(soak: SoakUnderFaults, timeout_s: float = 30.0) -> tuple[int, int, int] | None:
-    """(executor JVM, its pyspark daemon, the daemon's worker) for a worker seen running a task; None if no worker
-    was seen busy within `timeout_s`.
+    """(executor JVM, its pyspark daemon, the daemon's worker) for a worker seen holding an open transaction; None if
+    none was seen within `timeout_s`.
 
-    A worker is a process the pyspark daemon forked; one whose CPU time moves within 50 ms is mid-task
-    (an idle one waits on its socket). The daemon's own CPU says nothing: it forks and reaps.
+    The sink's task names its thread IN_FLIGHT_NAME between begin and sending its offsets (streaming/in_flight.py),
+    and a Python worker runs its task on its main thread, whose name is the process's.
     """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for jvm in executor_pids(soak):
             pythons = [pid for pid in descendants(jvm) if "pyspark.daemon" in command_line(pid)]
-            parents = {pid: (proc_stat(pid) or ("", "", 0))[2] for pid in pythons}
-            workers = [pid for pid in pythons if parents[pid] in pythons]
-            before = {pid: cpu_ticks(pid) for pid in workers}
-            time.sleep(0.05)
-            busy = [pid for pid, ticks in before.items() if cpu_ticks(pid) not in (None, ticks)]
-            if busy:
-                return jvm, parents[busy[0]], busy[0]
-        time.sleep(0.1)
+            for pid in pythons:
+                parent = (proc_stat(pid) or ("", "", 0))[2]
+                if parent in pythons and process_name(pid) == IN_FLIGHT_NAME:
+                    return jvm, parent, pid
+        time.sleep(0.01)
     return None
+
+
+def _a_new_run_committed(before: dict[int, tuple[int, str | None]], now: dict[int, tuple[int, str | None]],
+                         restarted: float) -> bool:
+    """Whether the restarted driver has committed every partition: a run that had committed nothing at `before` moved
+    each partition's offset, the paused task's partitions among them.
+
+    A zombie whose commit lands before the new run's of its partitions is honoured by the new run
+    (it finds the batch committed, and skips it), so it must wake after that. Not just any move: the
+    old run's other tasks may still commit after its driver died, and a new run's first commit
+    re-commits every offset unchanged with its run (its stamp). Only slot scope names runs in its
+    commits; elsewhere a move of the total counts once the new driver has run for NEW_DRIVER_S,
+    longer than the old run's last tasks take and shorter than a driver's start.
+    """
+    old_runs = {run for _, run in before.values()}
+    if old_runs - {None}:
+        return bool(now) and all(run not in old_runs and offset > before.get(partition, (-1, None))[0]
+                                 for partition, (offset, run) in now.items())
+    return time.monotonic() - restarted >= NEW_DRIVER_S and \
+        sum(max(0, offset) for offset, _ in now.values()) > sum(max(0, offset) for offset, _ in before.values())
+
+
+def _waiting_in(pid: int) -> str:
+    """What a process's main thread waits in (kernel function and system call number), for the fault's line."""
+    try:
+        wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
+        syscall = Path(f"/proc/{pid}/syscall").read_text().split()[0]
+    except (OSError, IndexError):
+        return ""
+    return f" (its main thread waiting in {wchan or 'nothing'}, system call {syscall})"
 
 
 @fault_kind("zombie-executor", check=has_a_zombie_to_wake, spark_only=True)
 def zombie_executor(soak: SoakUnderFaults, occurrence: int) -> str:
-    """SIGSTOP an executor's Python worker with a task in flight, SIGKILL and restart the driver, SIGCONT the worker
-    after the new driver's first commit: the zombie that fencing exists for, an old task waking after its
+    """Freeze an executor's host while its task holds an open transaction, SIGKILL and restart the driver, and wake the
+    task first after the new driver's first commit: the zombie that fencing exists for, an old task waking after its
     replacement ran.
 
-    The worker is what holds the task's producer and transaction, so it is what must wake. Its pyspark
-    daemon is paused with it: once the standalone worker kills the dead application's JVM, the daemon
-    would end its workers with a SIGHUP to their process group, which a stopped worker keeps pending
-    and dies of as it wakes, before it could act. The JVM is left to that kill. After the new driver's first commit only the task's
-    worker wakes, mid-transaction perhaps: the new run's fences must have ended what it held, and
-    its retries must find the new run's offsets. Whatever of the two is left ZOMBIE_GRACE_S later is
-    killed: orphans of a dead application.
+    Frozen (SIGSTOP) are the task's Python worker, the pyspark daemon that forked it, the executor
+    JVM and the Spark worker that launched it: a node that stopped, as a paused VM does. Less is not
+    a zombie: the Spark worker would kill the dead application's JVM, whose death leaves the daemon's
+    process group orphaned with stopped members, and Linux then sends each a SIGHUP, which ends a
+    Python worker. The new driver's executors run on the other workers. After its first commit only
+    the task's worker wakes, mid-transaction: the new run's fences must have ended what it held. Once
+    it has ended, or ZOMBIE_GRACE_S later, the old JVM and Python processes are killed (orphans of a
+    dead application) and the Spark worker wakes.
     """
     found = executor_with_a_task_in_flight(soak)
     if found is None:
-        return "no Python worker of an executor was seen running a task; nothing paused"
+        return "no Python worker of an executor was seen holding an open transaction; nothing paused"
     jvm, daemon, worker = found
-    for pid in (worker, daemon):  # the worker first: its task goes no further
+    spark_worker = (proc_stat(jvm) or ("", "", 0))[2]
+    frozen = (worker, daemon, jvm, spark_worker)  # the task first: it goes no further
+    for pid in frozen:
         send_signal(pid, signal.SIGSTOP)
-    committed, woke = False, False
+    frozen_at, committed, woke = time.monotonic(), False, False
     try:
-        processed = soak.sampler.processed()
+        before = soak.sampler.offsets_and_runs()
         driver = soak.pipeline.restart(soak.pipeline.stream)
-        committed = soak.wait_for(lambda: soak.sampler.processed() > processed, soak.options.recovery_timeout_s,
-                                  "the new driver's first commit")
+        restarted = time.monotonic()
+        committed = soak.wait_for(lambda: _a_new_run_committed(before, soak.sampler.offsets_and_runs(), restarted),
+                                  soak.options.recovery_timeout_s, "the new driver's first commit of every partition")
     finally:
         woke = process_alive(worker)
         if woke:
             send_signal(worker, signal.SIGCONT)
-    ended = woke and soak.wait_for(lambda: not process_alive(worker), ZOMBIE_GRACE_S, "the woken worker to end")
-    kill_all([pid for pid in (worker, daemon) if process_alive(pid)])
-    after = "after the new driver's first commit" if committed else "with no commit of the new driver yet"
-    fate = (f"it ended within {ZOMBIE_GRACE_S:g} s" if ended else f"SIGKILL {ZOMBIE_GRACE_S:g} s later") if woke \
+        frozen_s = time.monotonic() - frozen_at
+        try:
+            ended = woke and soak.wait_for(lambda: not process_alive(worker), ZOMBIE_GRACE_S,
+                                           "the woken worker to end")
+            waiting = "" if ended or not woke else _waiting_in(worker)
+        finally:
+            kill_all([pid for pid in (worker, daemon, jvm) if process_alive(pid)])
+            send_signal(spark_worker, signal.SIGCONT)
+    after = "after the new driver's first commit of every partition" if committed else \
+        "before the new driver had committed every partition"
+    fate = (f"it ended within {ZOMBIE_GRACE_S:g} s" if ended else f"SIGKILL {ZOMBIE_GRACE_S:g} s later{waiting}") if woke \
         else "it was gone before it could wake"
-    return (f"SIGSTOP Python worker pid {worker} of executor JVM pid {jvm} with a task in flight, and its daemon pid"
-            f" {daemon}; SIGKILL driver pid {driver}, restarted; SIGCONT the worker {after}; {fate}")
+    return (f"SIGSTOP Python worker pid {worker} in a transaction, its daemon pid {daemon}, executor JVM pid {jvm} and"
+            f" Spark worker pid {spark_worker}; SIGKILL driver pid {driver}, restarted; SIGCONT the Python worker alone"
+            f" {frozen_s:.0f} s later, {after}; {fate}; the Spark worker woken after")
 
 
 @fault_kind("kill-broker", prepare=wait_fully_replicated)

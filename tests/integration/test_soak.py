@@ -258,9 +258,10 @@ def test_slot_scope_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_wor
     # Each kind's first round; an executor JVM on even rounds, a Python worker on odd ones.
     assert details["kill-executor"].startswith("SIGKILL executor JVM pid"), details
     # The paused task's Python worker wakes after the new driver committed, and the fences hold (verify above).
-    assert re.fullmatch(r"SIGSTOP Python worker pid \d+ of executor JVM pid \d+ with a task in flight, and its daemon"
-                        r" pid \d+; SIGKILL driver pid \d+, restarted; SIGCONT the worker after the new driver's first"
-                        r" commit; (it ended within 10 s|SIGKILL 10 s later)", details["zombie-executor"]), details
+    assert re.fullmatch(r"SIGSTOP Python worker pid \d+ in a transaction, its daemon pid \d+, executor JVM pid \d+ and"
+                        r" Spark worker pid \d+; SIGKILL driver pid \d+, restarted; SIGCONT the Python worker alone"
+                        r" \d+ s later, after the new driver's first commit of every partition; (it ended within 10 s"
+                        r"|SIGKILL 10 s later[^;]*); the Spark worker woken after", details["zombie-executor"]), details
 
 
 @pytest.mark.heavy

@@ -115,6 +115,11 @@ def _tag_in(tp) -> tuple:
     return next((scope for scope in SCOPES if rest.startswith(scope)), None), None, None, None, None, None
 
 
+def commit_run(tp) -> str | None:
+    """The driver run named in a committed offset's metadata (slot scope), or None."""
+    return _tag_in(tp)[5]
+
+
 def read_committed_offsets(consumer, topic: str, partitions, group: str, timeout_s: float = 60.0,
                            held_s: float | None = None) -> dict[int, CommittedOffset]:
     """The committed offsets of `group` (the consumer's) (stable, when the consumer is read_committed) with their scopes.

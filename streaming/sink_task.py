@@ -49,6 +49,7 @@ from conf.failures import AuthorizationFailure, authorization_error_name, author
 from conf.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_header
 from streaming import sink_clients as clients
 from streaming import transaction_size as sizing
+from streaming.in_flight import in_flight
 from streaming.process import POISON, TRANSFORMS, Poison, SourceSlice, arrow_columns
 from streaming.sink_group import OffsetsHeldOpen, SinkPreconditionError, check_scope, new_commit_token, offset_tag
 from streaming.sink_guards import check_no_skip, check_replay_has_its_offsets, check_run
@@ -245,6 +246,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             tag = offset_tag(plan.txn_scope, plan.input_partitions, token,
                              None if slot is None else (slot, plan.txn_slots), plan.slot_ids, plan.run)
             producer.begin_transaction()                                              # Step 4
+            in_flight(True)
             begun = time.perf_counter()
             timings["produce"] += begun - phase_started
             if plan.pre_register:
@@ -273,6 +275,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             flushed = time.perf_counter()
             timings["produce"] += flushed - phase_started
             sizing.learn_rate(plan, attempted, flushed - begun, overran=flushed - begun > sizing.produce_budget_s(plan))
+            in_flight(False)
             phase, phase_started = "send_offsets", flushed
             clients.send_offsets(producer, key, [kafka.TopicPartition(t, p, offset, metadata=tag)
                                           for (t, p), offset in to_commit.items()], plan.group_metadata)
@@ -289,6 +292,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             if done.whole:
                 break
         except Exception as exc:                                                      # Step 5
+            in_flight(False)
             kind, failed_after = clients.classify(exc), time.perf_counter() - attempt_started
             if phase != "init":  # Step 1 counts its own time, and only when it succeeds
                 timings[phase] += time.perf_counter() - phase_started
@@ -321,6 +325,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             else:  # indefinite, such as a timeout: re-initialise
                 clients.drop_producer(key)
         except BaseException:
+            in_flight(False)
             clients.drop_producer(key)
             raise
     stats["transactions"] = transactions

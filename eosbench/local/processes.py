@@ -31,6 +31,14 @@ def proc_stat(pid: int) -> tuple[str, str, int] | None:
     return fields[0], fields[19], int(fields[1])
 
 
+def process_name(pid: int) -> str | None:
+    """The name of a process's main thread (/proc/<pid>/comm), or None if it does not exist."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
 def process_alive(pid: int, start_ticks: str | None = None) -> bool:
     """Tell whether a process still runs (and, given its start time, is the one that was launched)."""
     stat = proc_stat(pid)

@@ -16,13 +16,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.kafka_admin import cluster_metadata, under_replicated
-from eosbench.local.processes import command_line, descendants, proc_stat, send_signal
+from eosbench.local.processes import (command_line, descendants, kill_all, proc_stat, process_alive, process_name,
+                                      send_signal)
 from eosbench.soak.options import SoakOptions
+from streaming.in_flight import IN_FLIGHT_NAME
 
 if TYPE_CHECKING:
     from conf.client_config import Connection
@@ -34,6 +37,10 @@ if TYPE_CHECKING:
     from eosbench.soak.pipeline import Pipeline
     from eosbench.soak.progress import ProgressSampler
 
+# How long a zombie-executor's woken processes may act (and fail on their fence) before they are killed.
+ZOMBIE_GRACE_S = 10.0
+# A restarted driver's spark-submit takes longer than this to commit; an old run's last tasks, less.
+NEW_DRIVER_S = 5.0
 # The kinds a soak without --faults injects (less the Spark-only ones when no Spark runs).
 DEFAULT_FAULTS = ("kill-driver", "kill-executor", "kill-broker", "pause-broker", "delete-checkpoint", "restart-producer")
 
@@ -224,6 +231,120 @@ def kill_executor(soak: SoakUnderFaults, occurrence: int) -> str:
         return "no Python worker was running; nothing killed"
     send_signal(target, signal.SIGKILL)
     return f"SIGKILL Python worker pid {target}{'' if forked else ' (the pyspark daemon)'}"
+
+
+def has_a_zombie_to_wake(options: SoakOptions) -> None:
+    """Refuse zombie-executor where no paused executor could wake up after its driver's restart."""
+    if options.master == "yarn":
+        raise BadInput("--faults zombie-executor: YARN kills a dead application's containers, paused or not (their"
+                       " whole process group, SIGKILL), so none wakes up after the restart; it needs a standalone"
+                       " master (--master spark://…)")
+    if not options.master.startswith("spark://"):
+        raise BadInput(f"--faults zombie-executor needs a standalone master (--master spark://…): on --master"
+                       f" {options.master} the tasks run in the driver's own JVM, which the restart kills")
+    if options.realtime:
+        raise BadInput(f"--faults zombie-executor: with --trigger {options.trigger} the tasks run in the executor's"
+                       " JVM, which the worker kills with its application, so none wakes up after the restart")
+
+
+def executor_with_a_task_in_flight(soak: SoakUnderFaults, timeout_s: float = 30.0) -> tuple[int, int, int] | None:
+    """(executor JVM, its pyspark daemon, the daemon's worker) for a worker seen holding an open transaction; None if
+    none was seen within `timeout_s`.
+
+    The sink's task names its thread IN_FLIGHT_NAME between begin and sending its offsets (streaming/in_flight.py),
+    and a Python worker runs its task on its main thread, whose name is the process's.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for jvm in executor_pids(soak):
+            pythons = [pid for pid in descendants(jvm) if "pyspark.daemon" in command_line(pid)]
+            for pid in pythons:
+                parent = (proc_stat(pid) or ("", "", 0))[2]
+                if parent in pythons and process_name(pid) == IN_FLIGHT_NAME:
+                    return jvm, parent, pid
+        time.sleep(0.01)
+    return None
+
+
+def _a_new_run_committed(before: dict[int, tuple[int, str | None]], now: dict[int, tuple[int, str | None]],
+                         restarted: float) -> bool:
+    """Whether the restarted driver has committed every partition: a run that had committed nothing at `before` moved
+    each partition's offset, the paused task's partitions among them.
+
+    A zombie whose commit lands before the new run's of its partitions is honoured by the new run
+    (it finds the batch committed, and skips it), so it must wake after that. Not just any move: the
+    old run's other tasks may still commit after its driver died, and a new run's first commit
+    re-commits every offset unchanged with its run (its stamp). Only slot scope names runs in its
+    commits; elsewhere a move of the total counts once the new driver has run for NEW_DRIVER_S,
+    longer than the old run's last tasks take and shorter than a driver's start.
+    """
+    old_runs = {run for _, run in before.values()}
+    if old_runs - {None}:
+        return bool(now) and all(run not in old_runs and offset > before.get(partition, (-1, None))[0]
+                                 for partition, (offset, run) in now.items())
+    return time.monotonic() - restarted >= NEW_DRIVER_S and \
+        sum(max(0, offset) for offset, _ in now.values()) > sum(max(0, offset) for offset, _ in before.values())
+
+
+def _waiting_in(pid: int) -> str:
+    """What a process's main thread waits in (kernel function and system call number), for the fault's line."""
+    try:
+        wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
+        syscall = Path(f"/proc/{pid}/syscall").read_text().split()[0]
+    except (OSError, IndexError):
+        return ""
+    return f" (its main thread waiting in {wchan or 'nothing'}, system call {syscall})"
+
+
+@fault_kind("zombie-executor", check=has_a_zombie_to_wake, spark_only=True)
+def zombie_executor(soak: SoakUnderFaults, occurrence: int) -> str:
+    """Freeze an executor's host while its task holds an open transaction, SIGKILL and restart the driver, and wake the
+    task first after the new driver's first commit: the zombie that fencing exists for, an old task waking after its
+    replacement ran.
+
+    Frozen (SIGSTOP) are the task's Python worker, the pyspark daemon that forked it, the executor
+    JVM and the Spark worker that launched it: a node that stopped, as a paused VM does. Less is not
+    a zombie: the Spark worker would kill the dead application's JVM, whose death leaves the daemon's
+    process group orphaned with stopped members, and Linux then sends each a SIGHUP, which ends a
+    Python worker. The new driver's executors run on the other workers. After its first commit only
+    the task's worker wakes, mid-transaction: the new run's fences must have ended what it held. Once
+    it has ended, or ZOMBIE_GRACE_S later, the old JVM and Python processes are killed (orphans of a
+    dead application) and the Spark worker wakes.
+    """
+    found = executor_with_a_task_in_flight(soak)
+    if found is None:
+        return "no Python worker of an executor was seen holding an open transaction; nothing paused"
+    jvm, daemon, worker = found
+    spark_worker = (proc_stat(jvm) or ("", "", 0))[2]
+    frozen = (worker, daemon, jvm, spark_worker)  # the task first: it goes no further
+    for pid in frozen:
+        send_signal(pid, signal.SIGSTOP)
+    frozen_at, committed, woke = time.monotonic(), False, False
+    try:
+        before = soak.sampler.offsets_and_runs()
+        driver = soak.pipeline.restart(soak.pipeline.stream)
+        restarted = time.monotonic()
+        committed = soak.wait_for(lambda: _a_new_run_committed(before, soak.sampler.offsets_and_runs(), restarted),
+                                  soak.options.recovery_timeout_s, "the new driver's first commit of every partition")
+    finally:
+        woke = process_alive(worker)
+        if woke:
+            send_signal(worker, signal.SIGCONT)
+        frozen_s = time.monotonic() - frozen_at
+        try:
+            ended = woke and soak.wait_for(lambda: not process_alive(worker), ZOMBIE_GRACE_S,
+                                           "the woken worker to end")
+            waiting = "" if ended or not woke else _waiting_in(worker)
+        finally:
+            kill_all([pid for pid in (worker, daemon, jvm) if process_alive(pid)])
+            send_signal(spark_worker, signal.SIGCONT)
+    after = "after the new driver's first commit of every partition" if committed else \
+        "before the new driver had committed every partition"
+    fate = (f"it ended within {ZOMBIE_GRACE_S:g} s" if ended else f"SIGKILL {ZOMBIE_GRACE_S:g} s later{waiting}") if woke \
+        else "it was gone before it could wake"
+    return (f"SIGSTOP Python worker pid {worker} in a transaction, its daemon pid {daemon}, executor JVM pid {jvm} and"
+            f" Spark worker pid {spark_worker}; SIGKILL driver pid {driver}, restarted; SIGCONT the Python worker alone"
+            f" {frozen_s:.0f} s later, {after}; {fate}; the Spark worker woken after")
 
 
 @fault_kind("kill-broker", prepare=wait_fully_replicated)

@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
+from streaming.sink_group import commit_run
 
 RATE_WINDOW_S = 3.0  # the throughput window; recovery times are resolved to about this
 SAMPLE_EVERY_S = 0.5
@@ -36,6 +37,7 @@ class ProgressSampler:
         self._last_change = time.monotonic()
         self._partitions = [TopicPartition(topic, p) for p in range(partitions)]
         self._uncommitted = list(range(partitions))
+        self._by_run: dict[int, tuple[int, str | None]] = {}
         self._started = started
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -50,6 +52,7 @@ class ProgressSampler:
                 continue
             total = sum(max(0, tp.offset) for tp in committed)
             uncommitted = [tp.partition for tp in committed if tp.offset < 0]
+            by_run = {tp.partition: (tp.offset, commit_run(tp)) for tp in committed}
             if not self.samples or total != self.samples[-1][1]:
                 self._last_change = time.monotonic()
             elif time.monotonic() - self._last_change > STALE_AFTER_S:
@@ -61,11 +64,17 @@ class ProgressSampler:
             with self._lock:
                 self.samples.append((time.monotonic() - self._started, total))
                 self._uncommitted = uncommitted
+                self._by_run = by_run
 
     def processed(self) -> int:
         """The latest committed total (0 before the first sample)."""
         with self._lock:
             return self.samples[-1][1] if self.samples else 0
+
+    def offsets_and_runs(self) -> dict[int, tuple[int, str | None]]:
+        """Per partition, the committed offset and the run that committed it (slot scope), at the latest sample."""
+        with self._lock:
+            return dict(self._by_run)
 
     def uncommitted_partitions(self) -> list[int]:
         """The input partitions on which the sink group has no committed offset yet (at the latest sample)."""

@@ -43,7 +43,7 @@ SOAK_PROMETHEUS_PORT = 19690
 SPARK_MASTER_PORT, SPARK_UI_PORT = 17077, 18080
 SOAK_HDFS_PORT = 29020  # its NameNode; 29021-29024 its HTTP and DataNode ports
 REALTIME_FAULTS = ("kill-broker", "kill-driver", "pause-broker", "delete-checkpoint", "restart-producer")
-CLUSTER_FAULTS = ("kill-worker", "kill-executor", "restart-hdfs")
+CLUSTER_FAULTS = ("kill-worker", "kill-executor", "restart-hdfs", "zombie-executor")
 YARN_S3_FAULTS = ("kill-container", "restart-nodemanager", "restart-s3", "pause-broker")
 
 
@@ -257,6 +257,11 @@ def test_slot_scope_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_wor
     assert details["kill-worker"].startswith("SIGKILL Spark worker-"), details
     # Each kind's first round; an executor JVM on even rounds, a Python worker on odd ones.
     assert details["kill-executor"].startswith("SIGKILL executor JVM pid"), details
+    # The paused task's Python worker wakes after the new driver committed, and the fences hold (verify above).
+    assert re.fullmatch(r"SIGSTOP Python worker pid \d+ in a transaction, its daemon pid \d+, executor JVM pid \d+ and"
+                        r" Spark worker pid \d+; SIGKILL driver pid \d+, restarted; SIGCONT the Python worker alone"
+                        r" \d+ s later, after the new driver's first commit of every partition; (it ended within 10 s"
+                        r"|SIGKILL 10 s later[^;]*); the Spark worker woken after", details["zombie-executor"]), details
 
 
 @pytest.mark.heavy

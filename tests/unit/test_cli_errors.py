@@ -118,6 +118,14 @@ def test_broker_unreachable(unreachable_runs, command):
         (["soak", "--duration", "ten"], "not a duration: 'ten'"),
         (["soak", "--duration", "1m", "--faults", "kill-driver,unplug"], "--faults: unknown fault 'unplug'"),
         (["soak", "--duration", "1m", "--faults", "kill-worker"], "kill-worker needs a standalone master"),
+        (["soak", "--duration", "1m", "--faults", "zombie-executor"],
+         "--faults zombie-executor needs a standalone master (--master spark://…): on --master local[2,4] the tasks"
+         " run in the driver's own JVM, which the restart kills"),
+        (["soak", "--duration", "1m", "--faults", "zombie-executor", "--master", "yarn"],
+         "--faults zombie-executor: YARN kills a dead application's containers, paused or not"),
+        (["soak", "--duration", "1m", "--faults", "zombie-executor", "--master", "spark://127.0.0.1:7077", "--trigger",
+          "realtime:5 seconds"], "--faults zombie-executor: with --trigger realtime:5 seconds the tasks run in the"
+                                 " executor's JVM"),
         (["soak", "--duration", "1m", "--faults", "restart-hdfs"],
          "--faults restart-hdfs needs the checkpoint on the soak's own HDFS: add --hdfs (it runs hdfs://127.0.0.1:8020)"),
         (["soak", "--duration", "1m", "--faults", "restart-hdfs", "--hdfs", "--hdfs-port", "18020", "--checkpoint",

@@ -9,19 +9,15 @@ import sys
 # What `ps -o comm` and /proc/<pid>/comm show for a Python worker between begin and sending the offsets.
 IN_FLIGHT_NAME = "eosbench-txn"
 _PR_SET_NAME, _PR_GET_NAME = 15, 16
-
-
-def _prctl_name(option: int, name: ctypes.Array) -> None:
-    ctypes.CDLL(None).prctl(option, name, 0, 0, 0)
-
-
+# Loaded and built once: the sink names its thread twice a transaction.
+_LIBC = ctypes.CDLL(None) if sys.platform == "linux" else None
+_IN_FLIGHT = ctypes.create_string_buffer(IN_FLIGHT_NAME.encode())
 _ORIGINAL = ctypes.create_string_buffer(16)
-if sys.platform == "linux":
-    _prctl_name(_PR_GET_NAME, _ORIGINAL)
+if _LIBC is not None:
+    _LIBC.prctl(_PR_GET_NAME, _ORIGINAL, 0, 0, 0)
 
 
 def in_flight(holding: bool) -> None:
     """Name this thread IN_FLIGHT_NAME while it writes into an open transaction, and give its name back after."""
-    if sys.platform != "linux":
-        return
-    _prctl_name(_PR_SET_NAME, ctypes.create_string_buffer(IN_FLIGHT_NAME.encode() if holding else _ORIGINAL.value))
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_NAME, _IN_FLIGHT if holding else _ORIGINAL, 0, 0, 0)

@@ -31,6 +31,12 @@ def proc_stat(pid: int) -> tuple[str, str, int] | None:
     return fields[0], fields[19], int(fields[1])
 
 
+def parent_pid(pid: int) -> int | None:
+    """A process's parent pid, or None if it does not exist."""
+    stat = proc_stat(pid)
+    return stat[2] if stat else None
+
+
 def process_name(pid: int) -> str | None:
     """The name of a process's main thread (/proc/<pid>/comm), or None if it does not exist."""
     try:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.kafka_admin import cluster_metadata, under_replicated
-from eosbench.local.processes import (command_line, descendants, kill_all, proc_stat, process_alive, process_name,
+from eosbench.local.processes import (command_line, descendants, kill_all, parent_pid, process_alive, process_name,
                                       send_signal)
 from eosbench.soak.options import SoakOptions
 from streaming.in_flight import IN_FLIGHT_NAME
@@ -208,6 +208,12 @@ def kill_driver(soak: SoakUnderFaults, occurrence: int) -> str:
     return f"SIGKILL driver pid {pid} and its session; restarted from the checkpoint"
 
 
+def pyspark_processes(roots: list[int | None]) -> tuple[list[int], list[int]]:
+    """The pyspark.daemon processes below `roots`, and of those the Python workers a daemon forked (the rest are daemons)."""
+    pythons = [pid for root in roots if root for pid in descendants(root) if "pyspark.daemon" in command_line(pid)]
+    return pythons, [pid for pid in pythons if parent_pid(pid) in pythons]
+
+
 def has_an_executor_to_kill(options: SoakOptions) -> None:
     """Refuse kill-executor where nothing runs the tasks but the driver: real-time mode on a local master."""
     if options.realtime and not options.master.startswith("spark://"):
@@ -223,9 +229,7 @@ def kill_executor(soak: SoakUnderFaults, occurrence: int) -> str:
         send_signal(executors[0], signal.SIGKILL)
         return f"SIGKILL executor JVM pid {executors[0]}"
     # Local mode (or odd rounds on a cluster): a Python worker forked by pyspark.daemon.
-    roots = [soak.pipeline.stream.pid] + executors
-    workers = [pid for root in roots if root for pid in descendants(root) if "pyspark.daemon" in command_line(pid)]
-    forked = [pid for pid in workers if (proc_stat(pid) or (0, 0, 0))[2] in workers]
+    workers, forked = pyspark_processes([soak.pipeline.stream.pid, *executors])
     target = (forked or workers or [None])[-1]
     if target is None:
         return "no Python worker was running; nothing killed"
@@ -257,11 +261,9 @@ def executor_with_a_task_in_flight(soak: SoakUnderFaults, timeout_s: float = 30.
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for jvm in executor_pids(soak):
-            pythons = [pid for pid in descendants(jvm) if "pyspark.daemon" in command_line(pid)]
-            for pid in pythons:
-                parent = (proc_stat(pid) or ("", "", 0))[2]
-                if parent in pythons and process_name(pid) == IN_FLIGHT_NAME:
-                    return jvm, parent, pid
+            for pid in pyspark_processes([jvm])[1]:
+                if process_name(pid) == IN_FLIGHT_NAME:
+                    return jvm, parent_pid(pid), pid
         time.sleep(0.01)
     return None
 
@@ -315,7 +317,9 @@ def zombie_executor(soak: SoakUnderFaults, occurrence: int) -> str:
     if found is None:
         return "no Python worker of an executor was seen holding an open transaction; nothing paused"
     jvm, daemon, worker = found
-    spark_worker = (proc_stat(jvm) or ("", "", 0))[2]
+    spark_worker = parent_pid(jvm)
+    if daemon is None or spark_worker is None:  # gone between the look and now (a pid of 0 would stop the soak itself)
+        return "the executor with a transaction in flight ended before it could be paused; nothing paused"
     frozen = (worker, daemon, jvm, spark_worker)  # the task first: it goes no further
     for pid in frozen:
         send_signal(pid, signal.SIGSTOP)

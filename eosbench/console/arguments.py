@@ -59,6 +59,11 @@ def non_negative_int(text: str) -> int:
     return _int_at_least(text, 0)
 
 
+def positive_ints(text: str) -> tuple[int, ...]:
+    """An argument type: comma-separated whole numbers of at least 1, such as '2,3,4'."""
+    return tuple(positive_int(part.strip()) for part in text.split(","))
+
+
 def positive_float(text: str) -> float:
     """An argument type: a number above 0."""
     try:

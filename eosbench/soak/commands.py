@@ -9,7 +9,7 @@ from conf.client_config import COMMAND_CONFIG_HELP
 from conf.metrics_endpoint import DEFAULT_METRICS_HOST, metrics_url
 from conf.local_servers import DEFAULT_CLIENT_PORT
 from conf.settings import linger_for_final_scrape, metrics_linger_seconds
-from eosbench.console.arguments import duration, non_negative_int, positive_int, renamed_flag, state_dir_flag
+from eosbench.console.arguments import duration, non_negative_int, positive_int, positive_ints, renamed_flag, state_dir_flag
 from eosbench.console.errors import EXIT_CHECK_FAILED, interrupt_on_stop_signals
 from eosbench.soak.faults import DEFAULT_FAULTS, FAULT_KINDS, default_faults
 from eosbench.soak.options import PIPELINES, SoakOptions
@@ -30,6 +30,9 @@ def add_soak_parser(commands) -> None:
                            " one process per input partition (kill-driver then SIGKILLs one copier)")
     soak.add_argument("--txn-scope", choices=("partition", "slot", "batch", "auto"), default="partition",
                       help="the Spark job's transaction scope, as `eosbench stream --txn-scope` (default: %(default)s)")
+    soak.add_argument("--txn-slots", type=positive_ints, default=(), metavar="G[,G…]",
+                      help="slot scope's slot count, as `eosbench stream --txn-slots`; with several, each launch of"
+                           " the stream draws one (seeded), so restarts change the slot map (default: the stream's)")
     soak.add_argument("--source", choices=("spark", "grouped"), default="spark",
                       help="the Spark job's Kafka source, as `eosbench stream --source` (default: %(default)s)")
     soak.add_argument("--trigger", default=defaults.trigger,
@@ -110,7 +113,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
         faults = tuple(k.strip() for k in args.faults.split(",") if k.strip())
     options = SoakOptions(
         duration_s=args.duration, faults=faults, pipeline=args.pipeline, txn_scope=args.txn_scope, source=args.source,
-        trigger=args.trigger,
+        txn_slots=args.txn_slots,         trigger=args.trigger,
         brokers=args.brokers, port=args.port, state_dir=args.state_dir, master=args.master,
         spark_state_dir=args.spark_state_dir, yarn_state_dir=args.yarn_state_dir, seed=args.seed,
         throughput=args.throughput, records_per_transaction=args.records_per_transaction,

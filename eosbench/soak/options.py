@@ -46,6 +46,7 @@ class SoakOptions:
     pipeline: str = "spark"  # what copies input to output: the Spark job, or Kafka's TransactionalMessageCopier
     txn_scope: str = "partition"  # the Spark job's transactional sink scope (--txn-scope)
     source: str = "spark"  # the Spark job's Kafka source (--source): Spark's, or the grouped one
+    txn_slots: tuple[int, ...] = ()  # slot scope's G, drawn (seeded) from these at each launch of the stream
     trigger: str = "1 second"  # the Spark job's --trigger: an interval, or realtime:<interval> (real-time mode)
     checkpoint: str | None = None  # the folder (a path or Hadoop URI) that holds the run's checkpoint-<run id>
     hdfs: bool = False  # run the soak's own HDFS (`eosbench hdfs`) and keep the checkpoint there
@@ -69,6 +70,15 @@ class SoakOptions:
             raise BadInput(f"--trigger {self.trigger}: real-time mode runs one task per partition at once, and"
                            f" --master {self.master} has {threads.group(1)} threads for {self.partitions} partitions;"
                            f" use --master local[{self.partitions},4] or fewer --partitions")
+
+    def _check_txn_slots(self) -> None:
+        """Refuse --txn-slots where no slot scope runs: another scope, real-time mode, or Kafka's copier."""
+        runs = (f"--pipeline {self.pipeline}" if self.pipeline != "spark" else
+                f"--trigger {self.trigger}" if self.realtime else
+                f"--txn-scope {self.txn_scope}" if self.txn_scope not in ("slot", "auto") else "")
+        if runs:
+            raise BadInput(f"--txn-slots is slot scope's slot count, and this soak runs {runs}: use --txn-scope slot"
+                           " in micro-batches")
 
     @property
     def hdfs_settings(self) -> HdfsSettings:
@@ -107,6 +117,8 @@ class SoakOptions:
                            " run it on a plaintext cluster (no --security sasl-ssl, no --command-config)")
         if self.source != "spark" and self.pipeline != "spark":
             raise BadInput(f"--source {self.source} is the Spark job's; --pipeline {self.pipeline} runs no Spark")
+        if self.txn_slots:
+            self._check_txn_slots()
         if self.checkpoint:
             checkpoint_uri(self.checkpoint)  # a scheme no checkpoint may use fails here, in one line
         if (self.s3a_config or self.s3_state_dir) and not self.s3_checkpoint:

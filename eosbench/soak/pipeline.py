@@ -14,6 +14,7 @@ that ended so is relaunched at once, resuming from its group's offset, and is no
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import sys
@@ -75,6 +76,9 @@ class Pipeline:
                            if on_cluster and options.master == "yarn" else None)
         stream_env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"} if self._yarn_conf else env
         self.stream = Child("stream", output_dir / "logs", stream_env)
+        # Each launch of the stream draws its slot count from --txn-slots, seeded apart from the fault order.
+        self._slot_draws = random.Random(f"{options.seed}/txn-slots")
+        self.slot_launches: list[int] = []  # the slot count of each launch, in order (with --txn-slots)
         self.stages = self.copiers or [self.stream]  # what copies input to output, one child or one per partition
         self._supervised = {"producer", *(child.name for child in self.stages)}
         self._deaths: dict[str, list[tuple[float, int]]] = {}
@@ -98,7 +102,7 @@ class Pipeline:
             "--bootstrap-server", str(self.bootstrap), *connection(self.bootstrap).tool_arguments(),
             "--app-id", self.app_id, "--checkpoint", self.checkpoint,
             "--trigger", o.trigger, "--starting-offsets", "group", "--txn-scope", o.txn_scope,
-            "--source", o.source,
+            "--source", o.source, *(["--txn-slots", str(self.slot_launches[-1])] if o.txn_slots else []),
             "--metrics-port", str(o.metrics_port + 1), "--metrics-linger", "0",
             # Real-time transactions last milliseconds, so pause-broker (delivery.timeout.ms + 4 s)
             # outlasts their timeout and the coordinator aborts the one in flight on its return.
@@ -159,6 +163,8 @@ class Pipeline:
         else:
             shutil.rmtree(self.driver_scratch, ignore_errors=True)  # the last driver's: it is dead
             self.driver_scratch.mkdir(parents=True)  # java.io.tmpdir must exist before the JVM starts
+            if self.options.txn_slots:
+                self.slot_launches.append(self._slot_draws.choice(self.options.txn_slots))
             child.start(self._stream_command())
 
     def restart(self, child: Child) -> int | None:

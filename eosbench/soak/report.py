@@ -6,6 +6,7 @@ A soak of days rewrites them after every round, so that a running soak always ha
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -65,6 +66,7 @@ class SoakReport:
     # Visibility latency (streaming/visibility.py): over the whole soak, before the first fault, and
     # for each fault kind over the transactions committed from its injection to the next fault.
     visibility: dict = field(default_factory=dict)
+    slot_launches: list[int] = field(default_factory=list)  # slot scope's G at each launch of the stream (--txn-slots)
 
     def time_visibility(self, samples: list[tuple[float, float]]) -> None:
         """Fill `visibility` from (commit wall time, seconds) samples, each given to the fault before its commit."""
@@ -174,6 +176,10 @@ def report_markdown(report: SoakReport) -> str:
              *([f"- output matched to input by key (`{report.options.get('pipeline')}` writes no eos headers):"
                 " the torn-transaction check does not apply, and the stream's visibility log is not kept"]
                if final.get("match_by") == "key" else []),
+             *([f"- slot counts (--txn-slots) at the stream's {len(report.slot_launches)} launches: "
+                + ", ".join(f"G={g} ×{n}" for g, n in sorted(Counter(report.slot_launches).items()))
+                + f"; it changed at {sum(a != b for a, b in zip(report.slot_launches, report.slot_launches[1:]))} relaunches"]
+               if report.slot_launches else []),
              "- unplanned restarts: " + (", ".join(f"{process} {count}" for process, count in report.restarts.items())
                                          + " (why: Unplanned exits, below)" if report.exits else "none"),
              f"- violations: {len(report.violations)}",

@@ -85,6 +85,7 @@ class Soak:
         self.report = SoakReport(self.run_id, {k: str(v) for k, v in asdict(options).items()}, time.time())
         self.started = time.monotonic()
         self.pipeline = Pipeline(options, self.run_id, self.bootstrap, self.output_dir, self.spark_cluster)
+        self.report.slot_launches = self.pipeline.slot_launches  # the report shows each launch's slot count
         self.verifier = LiveVerifier(self.pipeline)
         self._order = random.Random(options.seed)
         self._last_status = 0.0

@@ -607,3 +607,36 @@ def test_a_realtime_soak_streams_in_realtime_mode_and_refuses_what_cannot_run(mo
             refused.validate()
             refuse_unrunnable_faults(refused)
         assert line in str(said.value) and "\n" not in str(said.value)
+
+
+def test_each_launch_of_a_slot_scope_soaks_stream_draws_its_slot_count_seeded_and_the_report_counts_them(
+        monkeypatch, tmp_path):
+    from eosbench.soak import pipeline as soak_pipeline
+    from eosbench.soak.report import SoakReport, report_markdown
+
+    monkeypatch.setattr(soak_pipeline, "resolve_bundle", lambda _name: [Path("/jars/spark-sql-kafka.jar")])
+    launched: list[list[str]] = []
+    monkeypatch.setattr(soak_pipeline.Child, "start", lambda child, command: launched.append(command))
+
+    def launches(seed: int) -> list[int]:
+        options = SoakOptions(duration_s=60, faults=("kill-driver",), txn_scope="slot", txn_slots=(2, 3, 5), seed=seed)
+        options.validate()
+        pipe = soak_pipeline.Pipeline(options, "r1", "127.0.0.1:9092", tmp_path, None)
+        for _ in range(12):
+            pipe.start(pipe.stream)
+        return pipe.slot_launches
+
+    drawn = launches(7)
+    # What each launch was given is what it ran with, and a seed draws the same slot counts again.
+    assert [int(c[c.index("--txn-slots") + 1]) for c in launched] == drawn and launches(7) == drawn
+    assert set(drawn) == {2, 3, 5} and any(a != b for a, b in zip(drawn, drawn[1:]))
+    report = SoakReport("r1", {}, 0.0, slot_launches=[2, 2, 3, 5])
+    assert ("- slot counts (--txn-slots) at the stream's 4 launches: G=2 ×2, G=3 ×1, G=5 ×1;"
+            " it changed at 2 relaunches") in report_markdown(report).splitlines()
+    # Without --txn-slots the stream chooses its own (the executors' cores) and the report says nothing.
+    launched.clear()
+    pipe = soak_pipeline.Pipeline(SoakOptions(duration_s=60, faults=("kill-driver",)), "r2", "127.0.0.1:9092",
+                                  tmp_path, None)
+    pipe.start(pipe.stream)
+    assert "--txn-slots" not in launched[0] and pipe.slot_launches == []
+    assert "slot counts" not in report_markdown(SoakReport("r2", {}, 0.0))

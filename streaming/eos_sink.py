@@ -58,7 +58,7 @@ from streaming.sink_group import OffsetKeeper, SinkPreconditionError, new_run, o
 from streaming.sink_guards import check_replay_has_its_offsets
 from streaming.sink_start import checked_group, driver_plan, recommit_partitions
 from streaming.sink_task import SINK_LOG, partition_task, run_transaction, slot_task
-from streaming.slot_map import default_slots, grouped_slot_map, partitions_changing_slot, slot_groups, slot_map
+from streaming.slot_map import grouped_slot_map, partitions_changing_slot, settle_slot_count, slot_groups, slot_map
 from streaming.starting_offsets import replay_written_again
 from streaming.stats import STATS_SCHEMA, BatchStats
 from streaming.task_plan import KEEP_COMMITTED, ExactlyOnceViolation, TaskPlan, slot_transactional_id, transactional_id
@@ -90,7 +90,7 @@ class TransactionalSink:
         self.spark = spark
         self.on_batch = on_batch
         self.group_metadata, self._partitions, committed = checked_group(settings)
-        self.slots = settings.txn_slots or default_slots(spark)  # G, in slot scope
+        self.slots = settle_slot_count(spark, settings).txn_slots or 0  # G, in slot scope (job.run settled it)
         # Slot scope: each partition's slot, as (k, G), of its last commit since the last fence of all slot ids.
         self._slot_of = {p: c.slot for p, c in committed.items() if c.slot is not None}
         # Slot scope: every slot id any run may have used (the largest G or carried count recorded, and today's G),

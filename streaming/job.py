@@ -160,9 +160,7 @@ def starting_offsets(checkpoint, settings: StreamSettings) -> str:
 
 
 def source(spark, settings: StreamSettings, checkpoint):
-    """The read_committed Kafka stream: Spark's source, or the grouped one with G slots, given the same options."""
-    from streaming.slot_map import default_slots
-
+    """The read_committed Kafka stream: Spark's source, or the grouped one with G slots (settled by run), given the same options."""
     grouped = settings.source == "grouped"
     reader = (spark.readStream.format(GROUPED_SOURCE_FORMAT if grouped else "kafka")
               .options(**settings.source_option_defaults())  # each only where --source-options sets none
@@ -176,7 +174,7 @@ def source(spark, settings: StreamSettings, checkpoint):
     if settings.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)
     if grouped:  # the sink's G: in slot scope, Spark partition k is slot k
-        reader = reader.option("slots", settings.txn_slots or default_slots(spark))
+        reader = reader.option("slots", settings.txn_slots)
     return reader.load()
 
 
@@ -309,9 +307,11 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     from streaming.eos_sink import TransactionalSink
     from streaming.quiet_stop import stop_quietly
     from streaming.sink_start import resolved_scope
+    from streaming.slot_map import settle_slot_count
 
     summary = StreamSummary()
     settings, scope_chosen = resolved_scope(settings)
+    settings = settle_slot_count(spark, settings)  # the source's G and the sink's are one reading
     summary.txn_scope = settings.txn_scope if settings.sink == "kafka-eos" else None
     summary.txn_scope_chosen = scope_chosen
     if scope_chosen and echo:

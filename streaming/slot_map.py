@@ -20,6 +20,17 @@ def default_slots(spark) -> int:
     return spark.sparkContext.defaultParallelism
 
 
+def settle_slot_count(spark, settings):
+    """The settings with slot scope's G read once (--txn-slots, else default_slots), where a slot map applies.
+
+    The grouped source and the slot-scope sink must map the same G: read twice, the executors'
+    cores could change between the two reads (defaultParallelism counts executors as they register).
+    """
+    if settings.txn_slots is not None or (settings.txn_scope != "slot" and settings.source != "grouped"):
+        return settings
+    return settings.model_copy(update={"txn_slots": default_slots(spark)})
+
+
 def slot_groups(planned: tuple, locations: tuple, slots: int) -> tuple[list[int], list[str]]:
     """The slot of each Spark partition and each slot's preferred executor ("" for none), for SlotCoalescer.
 

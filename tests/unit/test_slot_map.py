@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from streaming.slot_map import partitions_changing_slot, slot_groups, slot_map
+from conf.stream_settings import StreamSettings
+from streaming.slot_map import partitions_changing_slot, settle_slot_count, slot_groups, slot_map
 from streaming.sink_group import SinkPreconditionError
 from streaming.task_plan import TaskPlan
 
@@ -85,3 +86,29 @@ def test_slot_groups_put_a_partitions_pieces_in_one_slot_and_cope_with_fewer_slo
 def test_slot_groups_without_locations_deal_partitions_by_number():
     ranges = tuple(("in", p, 0, 5) for p in (0, 1, 2, 5))
     assert slot_groups(ranges, ("",) * 4, 2) == ([0, 1, 0, 1], ["", ""])
+
+
+def test_slot_scopes_count_is_read_once_so_the_grouped_source_and_the_sink_map_the_same_g():
+    class Context:  # defaultParallelism grows as executors register: each read may differ
+        reads = 0
+
+        def getConf(self):
+            return SimpleNamespace(contains=lambda _key: False)
+
+        @property
+        def defaultParallelism(self):
+            Context.reads += 1
+            return 1 + Context.reads
+
+    class Spark:
+        sparkContext = Context()
+        reads = property(lambda self: Context.reads)
+
+    settled = settle_slot_count(Spark(), StreamSettings(input_topic="in", output_topic="out", txn_scope="slot",
+                                                        source="grouped"))
+    assert settled.txn_slots == 2 and settle_slot_count(Spark(), settled).txn_slots == 2 and Spark().reads == 1
+    named = StreamSettings(input_topic="in", output_topic="out", txn_scope="slot", txn_slots=5)
+    assert settle_slot_count(Spark(), named).txn_slots == 5 and Spark().reads == 1
+    # Partition scope on Spark's source has no slot map: nothing is read, and no G is set.
+    partition = StreamSettings(input_topic="in", output_topic="out")
+    assert settle_slot_count(Spark(), partition).txn_slots is None and Spark().reads == 1

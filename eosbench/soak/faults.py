@@ -289,13 +289,15 @@ def _a_new_run_committed(before: dict[int, tuple[int, str | None]], now: dict[in
 
 
 def _waiting_in(pid: int) -> str:
-    """What a process's main thread waits in (kernel function and system call number), for the fault's line."""
+    """Where a woken worker that has not ended stands, for the fault's line: its main thread's name (IN_FLIGHT_NAME
+    while its task writes into the transaction, the worker's own once it has left it) and what it waits in (kernel
+    function and system call number)."""
     try:
         wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
         syscall = Path(f"/proc/{pid}/syscall").read_text().split()[0]
     except (OSError, IndexError):
         return ""
-    return f" (its main thread waiting in {wchan or 'nothing'}, system call {syscall})"
+    return f" (its main thread, named {process_name(pid)}, waiting in {wchan or 'nothing'}, system call {syscall})"
 
 
 @fault_kind("zombie-executor", check=has_a_zombie_to_wake, spark_only=True)

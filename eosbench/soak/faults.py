@@ -315,7 +315,17 @@ def zombie_executor(soak: SoakUnderFaults, occurrence: int) -> str:
     it has ended, or ZOMBIE_GRACE_S later, the old JVM and Python processes are killed (orphans of a
     dead application) and the Spark worker wakes.
     """
-    found = executor_with_a_task_in_flight(soak)
+    # Looked for as long as a recovery may take, in spells between which the soak keeps its children
+    # alive: a fault that lands while the stream restarts (after an executor or NameNode kill on a
+    # loaded machine) sees no transaction until the new driver's first batch.
+    found = None
+
+    def seen() -> bool:
+        nonlocal found
+        found = executor_with_a_task_in_flight(soak, timeout_s=5.0)
+        return found is not None
+
+    soak.wait_for(seen, soak.options.recovery_timeout_s, "a Python worker holding an open transaction")
     if found is None:
         return "no Python worker of an executor was seen holding an open transaction; nothing paused"
     jvm, daemon, worker = found

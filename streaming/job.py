@@ -160,7 +160,7 @@ def starting_offsets(checkpoint, settings: StreamSettings) -> str:
 
 
 def source(spark, settings: StreamSettings, checkpoint):
-    """The read_committed Kafka stream: Spark's source, or the grouped one with G slots (settled by run), given the same options."""
+    """The read_committed Kafka stream: Spark's source, or the grouped one with run's settled G, given the same options."""
     grouped = settings.source == "grouped"
     reader = (spark.readStream.format(GROUPED_SOURCE_FORMAT if grouped else "kafka")
               .options(**settings.source_option_defaults())  # each only where --source-options sets none

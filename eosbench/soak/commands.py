@@ -113,7 +113,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
         faults = tuple(k.strip() for k in args.faults.split(",") if k.strip())
     options = SoakOptions(
         duration_s=args.duration, faults=faults, pipeline=args.pipeline, txn_scope=args.txn_scope, source=args.source,
-        txn_slots=args.txn_slots,         trigger=args.trigger,
+        txn_slots=args.txn_slots, trigger=args.trigger,
         brokers=args.brokers, port=args.port, state_dir=args.state_dir, master=args.master,
         spark_state_dir=args.spark_state_dir, yarn_state_dir=args.yarn_state_dir, seed=args.seed,
         throughput=args.throughput, records_per_transaction=args.records_per_transaction,

@@ -251,7 +251,7 @@ def has_a_zombie_to_wake(options: SoakOptions) -> None:
                        " JVM, which the worker kills with its application, so none wakes up after the restart")
 
 
-def executor_with_a_task_in_flight(soak: SoakUnderFaults, timeout_s: float = 30.0) -> tuple[int, int, int] | None:
+def executor_with_a_task_in_flight(soak: SoakUnderFaults, timeout_s: float) -> tuple[int, int, int] | None:
     """(executor JVM, its pyspark daemon, the daemon's worker) for a worker seen holding an open transaction; None if
     none was seen within `timeout_s`.
 

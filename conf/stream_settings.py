@@ -105,7 +105,7 @@ class StreamSettings(BaseModel):
     app_id: str = "eosbench"
     sink: Sink = "kafka-eos"
     source: Source = "spark"
-    txn_scope: TxnScope | Literal["auto"] = "partition"  # auto: the job chooses (streaming/sink_start.py)
+    txn_scope: TxnScope | Literal["auto"] = "auto"  # the job chooses (streaming/sink_start.py), the default
     txn_slots: int | None = None  # slot scope's G; None: the job's total executor cores
     output_partitioning: OutputPartitioning = "key"
     pre_register_partitions: bool = False

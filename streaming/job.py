@@ -60,7 +60,7 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
                         help="spark: Spark's Kafka source, a task and a consumer per partition; grouped: eosbench's"
                              " source, a task and one consumer kept across batches per slot (G of them), micro-batch"
                              " only, not with --txn-scope partition (default: %(default)s)")
-    parser.add_argument("--txn-scope", choices=("partition", "slot", "batch", "auto"), default="partition",
+    parser.add_argument("--txn-scope", choices=("partition", "slot", "batch", "auto"), default="auto",
                         help="one transaction per input partition and batch, one per slot (a task holding several"
                              " partitions) and batch, or one per batch on the driver; auto: slot scope for a group"
                              " with no offsets, else the scope that wrote them, partition scope in real-time mode"

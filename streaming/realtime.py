@@ -66,7 +66,7 @@ def precondition_problem(settings: StreamSettings, input_partitions: int, task_s
     if settings.pre_register_partitions:
         return (f"--trigger {settings.trigger}: the real-time writer uses Kafka's Java producer, which cannot"
                 " register partitions before the first send; drop --pre-register-partitions")
-    if settings.txn_scope != "partition" or settings.sink_client is not None:
+    if settings.txn_scope not in ("partition", "auto") or settings.sink_client is not None:  # auto: partition here
         return (f"--trigger {settings.trigger}: real-time mode commits per input partition (partition scope, Kafka's"
                 " Java client); drop --txn-scope and --sink-client")
     if settings.max_offsets_per_trigger is not None:

@@ -62,10 +62,12 @@ from streaming.verify import stable_and_end_offsets
 
 TRIGGER = "1 second"
 VARIANTS = {
-    "kafka-eos": {"sink": "kafka-eos"},
+    # Partition scope by name: each arm's group is new, where the default (auto) would choose slot scope.
+    "kafka-eos": {"sink": "kafka-eos", "txn_scope": "partition"},
     # Pre-registration needs kafka-python, so it is judged against kafka-python without it.
-    "kafka-eos+kafka-python": {"sink": "kafka-eos", "sink_client": "kafka-python"},
-    "kafka-eos+prereg": {"sink": "kafka-eos", "sink_client": "kafka-python", "pre_register_partitions": True},
+    "kafka-eos+kafka-python": {"sink": "kafka-eos", "txn_scope": "partition", "sink_client": "kafka-python"},
+    "kafka-eos+prereg": {"sink": "kafka-eos", "txn_scope": "partition", "sink_client": "kafka-python",
+                         "pre_register_partitions": True},
     "kafka-alo": {"sink": "kafka-alo"},
     "delta": {"sink": "delta"},
     # One driver-side transaction per micro-batch: what partition scope's transactions cost beside it.
@@ -88,7 +90,7 @@ def arm_variants(variants: list[str], arms: dict[str, tuple[str, ...]]) -> list[
 def runs_on_arm(variant: str, label: str) -> bool:
     """False for a partition-scope sink on the grouped arm: a grouped task holds several Kafka partitions."""
     fields = VARIANTS[sink_of(variant)]
-    return label != GROUPED_ARM or fields["sink"] != "kafka-eos" or fields.get("txn_scope", "partition") != "partition"
+    return label != GROUPED_ARM or fields.get("txn_scope") != "partition"
 
 
 def variant_fields(variant: str, arms: dict[str, tuple[str, ...]]) -> dict:

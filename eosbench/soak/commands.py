@@ -28,7 +28,7 @@ def add_soak_parser(commands) -> None:
     soak.add_argument("--pipeline", choices=PIPELINES, default="spark",
                       help="what copies input to output: the Spark job (default), or Kafka's TransactionalMessageCopier,"
                            " one process per input partition (kill-driver then SIGKILLs one copier)")
-    soak.add_argument("--txn-scope", choices=("partition", "slot", "batch", "auto"), default="partition",
+    soak.add_argument("--txn-scope", choices=("partition", "slot", "batch", "auto"), default="auto",
                       help="the Spark job's transaction scope, as `eosbench stream --txn-scope` (default: %(default)s)")
     soak.add_argument("--txn-slots", type=positive_ints, default=(), metavar="G[,G…]",
                       help="slot scope's slot count, as `eosbench stream --txn-slots`; with several, each launch of"

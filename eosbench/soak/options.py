@@ -44,7 +44,7 @@ class SoakOptions:
     security: str = "plaintext"  # the soak's local cluster: plaintext or sasl-ssl
     command_config: Path | None = None  # the pipeline's client settings (default: the cluster's own, admin if secured)
     pipeline: str = "spark"  # what copies input to output: the Spark job, or Kafka's TransactionalMessageCopier
-    txn_scope: str = "partition"  # the Spark job's transactional sink scope (--txn-scope)
+    txn_scope: str = "auto"  # the Spark job's transactional sink scope (--txn-scope): a new soak's group gets slot
     source: str = "spark"  # the Spark job's Kafka source (--source): Spark's, or the grouped one
     txn_slots: tuple[int, ...] = ()  # slot scope's G, drawn (seeded) from these at each launch of the stream
     trigger: str = "1 second"  # the Spark job's --trigger: an interval, or realtime:<interval> (real-time mode)

@@ -44,12 +44,16 @@ def test_checkpoint_on_s3_survives_a_driver_kill(bootstrap, pipeline, checkpoint
     # The driver dies after the sink committed batch 1 and before Spark's commit log says so; the
     # restart reads the kept checkpoint (S3A lists its logs as S3AFileStatus[], which CheckpointLog
     # must read) and replays batch 1.
-    run_stream(bootstrap, settings, s3_server, fault="kill-driver-after-sink-commit:1", exit_code=-9)
+    # Without --txn-scope (auto), a new group gets slot scope, and says so first.
+    crashed = run_stream(bootstrap, settings, s3_server, fault="kill-driver-after-sink-commit:1", exit_code=-9)
+    assert crashed.stdout.splitlines()[0] == f"txn scope: slot (auto: group {settings.group_id!r} has no committed offsets)"
     assert logged_batches(settings, s3a_config) == {"offsets": {0, 1}, "commits": {0}}, \
         "the kill lands before Spark's commit log"
     replay = tmp_path / "replay.json"
     run_stream(bootstrap, settings, s3_server, "--output-json", str(replay))
-    assert json.loads(replay.read_text())["outcomes"]["skipped_replay"] >= 1, "batch 1 is replayed and skipped"
+    replayed = json.loads(replay.read_text())
+    assert replayed["outcomes"]["skipped_replay"] >= 1, "batch 1 is replayed and skipped"
+    assert replayed["txn_scope"] == "slot", "the group keeps the scope that wrote its offsets"
     assert_exactly_once(bootstrap, settings)
     assert_output_is_input(bootstrap, settings)
 

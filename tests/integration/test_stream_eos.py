@@ -142,7 +142,7 @@ def input_slice(topic: str, records: int) -> SourceSlice:
 
 
 @pytest.mark.parametrize("checkpoint", ["file-uri", "hdfs"], indirect=True)
-def test_lost_checkpoint_resumes_from_group_offsets(bootstrap, spark, pipeline):
+def test_lost_checkpoint_resumes_from_group_offsets(bootstrap, spark, pipeline, tmp_path):
     settings = pipeline()
     job.run(spark, settings)
     more = produce(bootstrap, settings.input_topic, 15_000, records_per_transaction=500, abort_ratio=0.3, seed=5,
@@ -150,10 +150,20 @@ def test_lost_checkpoint_resumes_from_group_offsets(bootstrap, spark, pipeline):
     assert more.first_seq > 0 and more.records_committed > 0
     fs_shell("-rm", "-r", "-f", settings.checkpoint_uri)  # as the soak's delete-checkpoint fault does
     assert not exists_through_hadoop(spark, settings.checkpoint_uri)
-    # --txn-scope auto keeps the scope that wrote the group's offsets: partition, here.
-    resumed = job.run(spark, pipeline(starting_offsets="group", txn_scope="auto"))
-    assert resumed.records_in == more.records_committed, "only what came after the group's offsets is read"
-    assert resumed.txn_scope == "partition" and "holds offsets partition scope committed" in resumed.txn_scope_chosen
+    # `eosbench stream` without --txn-scope (auto) keeps the scope that wrote the group's offsets:
+    # partition, here, where a new group gets slot scope (test_s3_checkpoint.py).
+    summary = tmp_path / "resumed.json"
+    command = [sys.executable, "-m", "eosbench.cli", "stream", "--input-topic", settings.input_topic, "--output-topic",
+               settings.output_topic, "--bootstrap-server", bootstrap, "--app-id", settings.app_id, "--checkpoint",
+               settings.checkpoint, "--starting-offsets", "group", "--max-offsets-per-trigger", "3000",
+               "--output-json", str(summary)]
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    chosen = f"txn scope: partition (auto: group {settings.group_id!r} holds offsets partition scope committed)"
+    assert resumed.stdout.splitlines()[0] == chosen, resumed.stdout[:500]
+    resumed_summary = json.loads(summary.read_text())
+    assert resumed_summary["records_in"] == more.records_committed, "only what came after the group's offsets is read"
+    assert resumed_summary["txn_scope"] == "partition"
     assert_exactly_once(bootstrap, settings)
 
 

@@ -77,3 +77,15 @@ def test_bench_spark_refuses_the_grouped_source_alone_and_an_arm_labelled_groupe
     completed = run_eosbench("bench", "spark", "--bootstrap-server", "127.0.0.1:1", "--source-arm",
                              "grouped:kafka.fetch.max.wait.ms=5")
     assert_one_line_error(completed, EXIT_BAD_INPUT, "--source-arm grouped: that label is --source grouped's arm")
+
+
+def test_the_default_transaction_scope_is_auto_for_stream_soak_and_settings():
+    from streaming.job import settings_from_args
+
+    parse = build_parser().parse_args
+    streamed = settings_from_args(parse(["stream", "--input-topic", "i", "--output-topic", "o"]))
+    assert streamed.txn_scope == "auto" and StreamSettings(input_topic="i", output_topic="o").txn_scope == "auto"
+    assert parse(["soak", "--duration", "1m"]).txn_scope == "auto"
+    # The bench's kafka-eos arms name partition scope: each arm's group is new, where auto would choose slot.
+    assert {bench.VARIANTS[v]["txn_scope"] for v in ("kafka-eos", "kafka-eos+kafka-python", "kafka-eos+prereg")} == {
+        "partition"}

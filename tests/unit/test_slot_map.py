@@ -51,7 +51,7 @@ def test_the_slot_ids_are_fenced_only_when_a_partition_leaves_the_slot_of_its_la
 
 
 @pytest.mark.parametrize("fields, error", [
-    ({"txn_slots": 2}, "--txn-slots applies to --sink kafka-eos --txn-scope slot only"),
+    ({"txn_scope": "partition", "txn_slots": 2}, "--txn-slots applies to --sink kafka-eos --txn-scope slot only"),
     ({"txn_scope": "slot", "txn_slots": 0}, "--txn-slots must be at least 1"),
     ({"sink": "kafka-alo", "output_partitioning": "input"}, "--output-partitioning input applies to --sink kafka-eos only"),
 ])

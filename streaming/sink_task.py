@@ -1,6 +1,6 @@
 """The transactional sink's task side (`--sink kafka-eos`), as DESIGN.md specifies it.
 
-Per task (`--txn-scope partition`, the default), for the slice S of input partition p whose
+Per task (`--txn-scope partition`), for the slice S of input partition p whose
 batch ends at offset `end` (exclusive):
 
   Step 1. Get a producer for T(p) = <app-id>.<topic>.<p>. A new one calls init_transactions(),

@@ -135,8 +135,9 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     verified = verify(bootstrap, topic, output, f"eosbench-demo-{run_id}", f"{output}.dlq")
     if stream_metrics:
         stream_metrics.verified(len(verified.violations), verified.input_committed)
-    console.print(f"stream: {streamed.batches} batches, {streamed.records_out:,} records out,"
-                  f" transactions {streamed.outcomes}, end-to-end p50 {streamed.latency_p50_ms:.0f} ms;"
+    console.print(f"stream ({streamed.txn_scope} scope): {streamed.batches} batches,"
+                  f" {streamed.records_out:,} records out, transactions {streamed.outcomes},"
+                  f" end-to-end p50 {streamed.latency_p50_ms:.0f} ms;"
                   f" verify: {'ok' if verified.ok else 'FAILED: ' + '; '.join(verified.violations)}")
 
     expected = Counter(committed_ids)

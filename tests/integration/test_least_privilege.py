@@ -244,7 +244,8 @@ ERRORS = {"TOPIC": "TOPIC_AUTHORIZATION_FAILED", "GROUP": "GROUP_AUTHORIZATION_F
 
 def _name(access: PipelineAccess, which: str) -> str:
     return {"input": access.input_topic, "output": access.output_topic, "dead_letter": access.dead_letter,
-            "app_id": access.app_id, "sink": f"{access.app_id}.", "sink_id": f"{access.app_id}.{access.input_topic}.0",
+            "app_id": access.app_id, "sink": f"{access.app_id}.", "sink_id": f"{access.app_id}.slot.0",  # a new group's scope: auto chooses slot
+           
             "producer_transactional_id": access.producer_transactional_id}[which]
 
 

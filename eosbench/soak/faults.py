@@ -16,16 +16,15 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.kafka_admin import cluster_metadata, under_replicated
-from eosbench.local.processes import (command_line, descendants, kill_all, parent_pid, process_alive, process_name,
-                                      send_signal)
+from eosbench.local.processes import kill_all, parent_pid, process_alive, send_signal
+from eosbench.soak.executors import (executor_containers, executor_pids, executor_with_a_task_in_flight,
+                                     pyspark_processes, waiting_in)
 from eosbench.soak.options import SoakOptions
-from streaming.in_flight import IN_FLIGHT_NAME
 
 if TYPE_CHECKING:
     from conf.client_config import Connection
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
     from eosbench.local.hdfs import LocalHdfs
     from eosbench.local.s3 import LocalS3
     from eosbench.local.spark_cluster import StandaloneCluster
-    from eosbench.local.yarn import Container, LocalYarn
+    from eosbench.local.yarn import LocalYarn
     from eosbench.soak.pipeline import Pipeline
     from eosbench.soak.progress import ProgressSampler
 
@@ -177,26 +176,6 @@ def needs_yarn_master(options: SoakOptions) -> None:
                        f" --master yarn (see `eosbench yarn start`), and this soak runs --master {options.master}")
 
 
-def executor_containers(soak: SoakUnderFaults) -> list[Container]:
-    """The running executor containers of the stream's YARN application, the newest application's if several run.
-
-    A restarted driver submits a new application while its predecessor's containers may still be
-    winding down; application ids grow with each submission. The AM is each attempt's container 1.
-    """
-    running = [c for c in soak.yarn.containers() if c.state == "RUNNING"] if soak.yarn else []
-    if not running:
-        return []
-    newest = max((c.application_id for c in running), key=lambda app: tuple(int(n) for n in app.split("_")[1:]))
-    return [c for c in running if c.application_id == newest and not c.id.endswith("_000001")]
-
-
-def executor_pids(soak: SoakUnderFaults) -> list[int]:
-    """The executor JVMs' pids: a standalone cluster's, or the stream's YARN executor containers'."""
-    if soak.spark_cluster:
-        return soak.spark_cluster.executor_pids()
-    return [pid for container in executor_containers(soak) for pid in soak.yarn.container_pids(container.id)]
-
-
 @fault_kind("kill-driver")
 def kill_driver(soak: SoakUnderFaults, occurrence: int) -> str:
     """SIGKILL the Spark driver and its session (java-copier: one copier, in turn), then restart it."""
@@ -206,12 +185,6 @@ def kill_driver(soak: SoakUnderFaults, occurrence: int) -> str:
         return f"SIGKILL {copier.name} pid {pid}; restarted from its group's committed offset"
     pid = soak.pipeline.restart(soak.pipeline.stream)
     return f"SIGKILL driver pid {pid} and its session; restarted from the checkpoint"
-
-
-def pyspark_processes(roots: list[int | None]) -> tuple[list[int], list[int]]:
-    """The pyspark.daemon processes below `roots`, and of those the Python workers a daemon forked (the rest are daemons)."""
-    pythons = [pid for root in roots if root for pid in descendants(root) if "pyspark.daemon" in command_line(pid)]
-    return pythons, [pid for pid in pythons if parent_pid(pid) in pythons]
 
 
 def has_an_executor_to_kill(options: SoakOptions) -> None:
@@ -251,23 +224,6 @@ def has_a_zombie_to_wake(options: SoakOptions) -> None:
                        " JVM, which the worker kills with its application, so none wakes up after the restart")
 
 
-def executor_with_a_task_in_flight(soak: SoakUnderFaults, timeout_s: float) -> tuple[int, int, int] | None:
-    """(executor JVM, its pyspark daemon, the daemon's worker) for a worker seen holding an open transaction; None if
-    none was seen within `timeout_s`.
-
-    The sink's task names its thread IN_FLIGHT_NAME between begin and sending its offsets (streaming/in_flight.py),
-    and a Python worker runs its task on its main thread, whose name is the process's.
-    """
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for jvm in executor_pids(soak):
-            for pid in pyspark_processes([jvm])[1]:
-                if process_name(pid) == IN_FLIGHT_NAME:
-                    return jvm, parent_pid(pid), pid
-        time.sleep(0.01)
-    return None
-
-
 def _a_new_run_committed(before: dict[int, tuple[int, str | None]], now: dict[int, tuple[int, str | None]],
                          restarted: float) -> bool:
     """Whether the restarted driver has committed every partition: a run that had committed nothing at `before` moved
@@ -286,18 +242,6 @@ def _a_new_run_committed(before: dict[int, tuple[int, str | None]], now: dict[in
                                  for partition, (offset, run) in now.items())
     return time.monotonic() - restarted >= NEW_DRIVER_S and \
         sum(max(0, offset) for offset, _ in now.values()) > sum(max(0, offset) for offset, _ in before.values())
-
-
-def _waiting_in(pid: int) -> str:
-    """Where a woken worker that has not ended stands, for the fault's line: its main thread's name (IN_FLIGHT_NAME
-    while its task writes into the transaction, the worker's own once it has left it) and what it waits in (kernel
-    function and system call number)."""
-    try:
-        wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
-        syscall = Path(f"/proc/{pid}/syscall").read_text().split()[0]
-    except (OSError, IndexError):
-        return ""
-    return f" (its main thread, named {process_name(pid)}, waiting in {wchan or 'nothing'}, system call {syscall})"
 
 
 @fault_kind("zombie-executor", check=has_a_zombie_to_wake, spark_only=True)
@@ -350,7 +294,7 @@ def zombie_executor(soak: SoakUnderFaults, occurrence: int) -> str:
         try:
             ended = woke and soak.wait_for(lambda: not process_alive(worker), ZOMBIE_GRACE_S,
                                            "the woken worker to end")
-            waiting = "" if ended or not woke else _waiting_in(worker)
+            waiting = "" if ended or not woke else waiting_in(worker)
         finally:
             kill_all([pid for pid in (worker, daemon, jvm) if process_alive(pid)])
             send_signal(spark_worker, signal.SIGCONT)

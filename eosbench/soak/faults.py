@@ -196,9 +196,10 @@ def has_an_executor_to_kill(options: SoakOptions) -> None:
 
 @fault_kind("kill-executor", check=has_an_executor_to_kill, spark_only=True)
 def kill_executor(soak: SoakUnderFaults, occurrence: int) -> str:
-    """SIGKILL where tasks run: on a standalone cluster or YARN alternately an executor JVM and a Python worker."""
+    """SIGKILL where tasks run: on a standalone cluster or YARN alternately an executor JVM and a Python worker (in
+    real-time mode always the JVM, whose Java writer runs the tasks: there is no Python worker to kill)."""
     executors = executor_pids(soak)
-    if executors and occurrence % 2 == 0:
+    if executors and (occurrence % 2 == 0 or soak.options.realtime):
         send_signal(executors[0], signal.SIGKILL)
         return f"SIGKILL executor JVM pid {executors[0]}"
     # Local mode (or odd rounds on a cluster): a Python worker forked by pyspark.daemon.

@@ -511,6 +511,26 @@ def test_the_checkpoint_bench_sums_the_two_log_writes_and_sets_each_store_beside
     assert table(summary)[3] == "| s3 | 50 | 25 | 25 | 500 | 4.17x |"
 
 
+def test_kill_executor_alternates_a_jvm_and_a_python_worker_and_in_real_time_mode_always_kills_the_jvm(monkeypatch):
+    from eosbench.soak import faults
+
+    signalled = []
+    monkeypatch.setattr(faults, "send_signal", lambda pid, signum: signalled.append(pid))
+    monkeypatch.setattr(faults, "pyspark_processes", lambda roots: ([20, 21], [21]))  # daemon 20 forked worker 21
+
+    def inject(trigger: str, occurrence: int) -> str:
+        soak = SimpleNamespace(options=SoakOptions(duration_s=60, faults=("kill-executor",), trigger=trigger,
+                                                   master="spark://127.0.0.1:7077"),
+                               spark_cluster=SimpleNamespace(executor_pids=lambda: [10, 11]), yarn=None,
+                               pipeline=SimpleNamespace(stream=SimpleNamespace(pid=1)))
+        return FAULTS["kill-executor"].inject(soak, occurrence)
+
+    assert [inject("1 second", n) for n in range(2)] == ["SIGKILL executor JVM pid 10", "SIGKILL Python worker pid 21"]
+    # Real-time mode's tasks write from the executor JVM: an odd round kills it too, where it found nothing to kill.
+    assert [inject("realtime:5 seconds", n) for n in range(2)] == ["SIGKILL executor JVM pid 10"] * 2
+    assert signalled == [10, 21, 10, 10]
+
+
 def test_yarn_faults_kill_an_executor_container_never_the_am_and_restart_the_nodemanager_after_a_seeded_pause():
     from eosbench.local.yarn import Container
 

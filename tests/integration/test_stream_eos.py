@@ -399,8 +399,10 @@ def data_in_partition_0_only(bootstrap, new_topic, tmp_path):
     commit_keys(bootstrap, source, range(30))
 
     def settings(**overrides) -> StreamSettings:
+        # Partition scope by name: the split refusals are its own (auto gives the new group slot scope,
+        # whose coalesced task takes a split partition's pieces together).
         fields = dict(input_topic=source, output_topic=sink, bootstrap_server=bootstrap, app_id=f"app-{sink}",
-                      checkpoint=tmp_path / "checkpoint")
+                      checkpoint=tmp_path / "checkpoint", txn_scope="partition")
         return StreamSettings(**{**fields, **overrides})
 
     return settings

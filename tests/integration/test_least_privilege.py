@@ -243,9 +243,9 @@ ERRORS = {"TOPIC": "TOPIC_AUTHORIZATION_FAILED", "GROUP": "GROUP_AUTHORIZATION_F
 
 
 def _name(access: PipelineAccess, which: str) -> str:
+    # sink_id: the first id the stream's transactions use, a slot's, since auto gives a new group slot scope.
     return {"input": access.input_topic, "output": access.output_topic, "dead_letter": access.dead_letter,
-            "app_id": access.app_id, "sink": f"{access.app_id}.", "sink_id": f"{access.app_id}.slot.0",  # a new group's scope: auto chooses slot
-           
+            "app_id": access.app_id, "sink": f"{access.app_id}.", "sink_id": f"{access.app_id}.slot.0",
             "producer_transactional_id": access.producer_transactional_id}[which]
 
 

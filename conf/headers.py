@@ -57,6 +57,11 @@ def read_txn_header(value: bytes) -> tuple[bytes, int, int]:
     return identity, int(identity.rsplit(b":", 1)[1], 16), int(records)
 
 
+def txn_covered(value: bytes) -> bytes:
+    """What an `eos.txn` value's transaction covered: its input partition, `slot<k>`, or `*` (batch scope)."""
+    return value.rsplit(b":", 4)[-4]
+
+
 def txn_pipeline(value: bytes) -> bytes | None:
     """The pipeline (app id) an `eos.txn` value names; None for a value written before it named one."""
     fields = value.rsplit(b":", 4)

@@ -20,19 +20,17 @@ slot's id in place of the partition's:
   so c, read after Step 1, is still true at commit time, and Step 3 drops what is committed.
 - **A partition that changes slot.** The grouping follows the executors that the Kafka source
   prefers (`slot_groups`; with Spark's own coalesce, also which ranges hold offsets), so a
-  partition can belong to slot k in one batch and slot j in the next, and a restart can change
-  G. A writer of T(k) fenced in batch b cannot commit, but one that no later attempt of T(k)
-  fenced (a previous driver's executor, or a slot id the new map no longer uses) could still
-  commit a partition that T(j) now owns. So every commit records its slot, G and the count of
-  slot ids any run has used in the offset metadata, and the driver runs `init_transactions` on
-  every slot id that count names, and on the old ones, before any task of a batch runs: before
-  its first batch's tasks, and whenever a partition's slot differs from the slot of its last
-  commit. A zombie of the old map is then fenced before T(j) reads c.
-- **A writer of an older run that makes its producer late.** A fence reaches only producers that
-  exist. So before its first fence the driver stamps every partition's offset with its run
-  (`_start_run`), and every slot transaction refuses a partition that a run other than its own
-  (and those before it) committed last (`streaming/sink_guards.py`): a late writer made its
-  producer before the fence and is fenced, or after it and reads the stamp.
+  partition can belong to slot k in one batch and slot j in the next. A writer of T(k) fenced in
+  batch b cannot commit, but one that no later attempt of T(k) fenced could still commit a
+  partition that T(j) now owns. So every commit records its slot and G in the offset metadata,
+  and the driver runs `init_transactions` on every slot id before any task of a batch in which a
+  partition's slot differs from the slot of its last commit: the old writer is fenced before
+  T(j) reads c.
+- **A writer of an older driver run.** A restart can change G, and the writers of the run that
+  died are no later attempt's. Before its query starts, the driver claims the pipeline
+  (`streaming/sink_start.py: claim`): it writes its run into the owner record, then fences every
+  slot id the record says a run may have used; every writer reads the record after its
+  producer's init and stops unless it names its own run (`streaming/sink_owner.py`).
 """
 
 from __future__ import annotations
@@ -54,9 +52,8 @@ from streaming.interruption import stop_kept_short
 from streaming.output_evidence import settle_timeout_s
 from streaming.process import arrow_columns, source_columns
 from streaming.sink_clients import group_offsets_of
-from streaming.sink_group import OffsetKeeper, SinkPreconditionError, new_run, offsets_retention_minutes
-from streaming.sink_guards import check_replay_has_its_offsets
-from streaming.sink_start import checked_group, driver_plan, recommit_partitions
+from streaming.sink_group import OffsetKeeper, SinkPreconditionError, offsets_retention_minutes
+from streaming.sink_start import checked_group, claim, driver_plan, recommit_partitions
 from streaming.sink_task import SINK_LOG, partition_task, run_transaction, slot_task
 from streaming.slot_map import grouped_slot_map, partitions_changing_slot, settle_slot_count, slot_groups, slot_map
 from streaming.starting_offsets import replay_written_again
@@ -91,16 +88,14 @@ class TransactionalSink:
         self.on_batch = on_batch
         self.group_metadata, self._partitions, committed = checked_group(settings)
         self.slots = settle_slot_count(spark, settings).txn_slots or 0  # G, in slot scope (job.run settled it)
-        # Slot scope: each partition's slot, as (k, G), of its last commit since the last fence of all slot ids.
-        self._slot_of = {p: c.slot for p, c in committed.items() if c.slot is not None}
-        # Slot scope: every slot id any run may have used (the largest G or carried count recorded, and today's G),
-        # this driver's run, and the runs whose commits the group held when it started.
-        self.slot_ids = max([self.slots, *(n for c in committed.values() for n in (c.slot_ids or 0, *(c.slot or ())))])
-        self.run = new_run()
-        self.runs_before = frozenset(c.run for c in committed.values() if c.run)
-        self._run_started = settings.txn_scope != "slot"  # slot scope stamps and fences before its first tasks
         self.fault = os.environ.get("EOSBENCH_FAULT") or None
         self._check_speculation_off()
+        self.claim = claim(settings, self.group_metadata, self._partitions, committed, self.slots)
+        self.run = self.claim.run
+        self.slots_fenced = self.claim.fenced.slots  # slot ids fenced by the driver, for the next batch's stats
+        # Slot scope: each partition's slot, as (k, G), of its last commit since the last fence of every slot id. The
+        # claim fenced them all, so none is bound yet.
+        self._slot_of: dict[int, tuple[int, int]] = {}
         self.checkpoint = checkpoint
         self._pending_batch = self.checkpoint.pending_batch()  # read before the query starts
         # The driver's transactions (empty slices, batch scope, the keeper) share the driver's cached
@@ -108,7 +103,6 @@ class TransactionalSink:
         self.lock = threading.Lock()
         self.refusal: Exception | None = None  # what stopped the query for good, for a one-line error
         self.keeper = OffsetKeeper(self, offsets_retention_minutes(settings))
-        self.slots_fenced = 0  # slot ids fenced by the driver, for the batch's stats
         self._warned_default_coalescer = False
 
     def _check_speculation_off(self) -> None:
@@ -139,8 +133,7 @@ class TransactionalSink:
             batch_id=batch_id, fault=self.fault, txn_scope=self.settings.txn_scope,
             start_offsets=self.checkpoint.batch_start_offsets(batch_id, topic),
             replayed=0 < batch_id == self._pending_batch, sink_client=self.settings.client,
-            txn_slots=self.slots, output_partitioning=self.settings.output_partitioning,
-            slot_ids=self.slot_ids, run=self.run, runs_before=self.runs_before,
+            txn_slots=self.slots, output_partitioning=self.settings.output_partitioning, run=self.run,
         )
 
     @contextmanager
@@ -210,6 +203,7 @@ class TransactionalSink:
                 row = self._batch_scope(source, plan)
             stats.add_task(row)
             self.keeper.committed(row["committed_partitions"])
+        stats.slots_fenced, self.slots_fenced = self.slots_fenced, 0
 
     def _check_one_task_per_partition(self, df, plan: TaskPlan) -> None:
         """The driver's split guard: one Spark partition per Kafka partition with new offsets.
@@ -291,9 +285,6 @@ class TransactionalSink:
         from pyspark.sql import DataFrame
 
         topic = self.settings.input_topic
-        if not self._run_started:
-            with stats.timing("fence"):
-                self._start_run(plan)
         with stats.timing("slot_map"):
             if self.settings.source == "grouped":  # Spark partition k is slot k already: nothing to coalesce
                 slot_partitions = grouped_slot_map(planned_slots(df), plan, topic, self.slots)
@@ -320,7 +311,6 @@ class TransactionalSink:
         for k, mine in enumerate(slot_partitions):
             self._note_slots([p for p in mine if p in committed], k)
         self.keeper.committed(committed)
-        stats.slots_fenced, self.slots_fenced = self.slots_fenced, 0
         with stats.timing("empty_slices"):
             self._commit_empty_slices(plan, {p for mine in slot_partitions for p in mine}, stats)
 
@@ -340,58 +330,20 @@ class TransactionalSink:
         slot_of, slot_locations = slot_groups(planned, locations, self.slots)
         return jvm.scala.Option.apply(coalescer_class(",".join(map(str, slot_of)), "\n".join(slot_locations)))
 
-    def _start_run(self, plan: TaskPlan) -> None:
-        """Slot scope, before this driver's first tasks: stamp every partition's offset with this run, then fence every slot id.
-
-        The order closes the window of a task of an older run that makes its producer late (after
-        the fence): it then reads the stamp and stops (sink_task.check_run); one that made its
-        producer before the fence is fenced. The stamp commits each offset unchanged, with the
-        slot of its last commit, and a partition without one at this batch's start (nothing
-        below it is read again); so a replayed batch is first checked against the offsets it
-        must find, which the stamp would otherwise supply. An older run's commit that lands
-        between the stamp and the fence, from a task whose run never committed before this
-        driver started, stops this query once with the one line of check_run; the restart knows
-        that run.
-        """
-        topic = self.settings.input_topic
-        partitions = sorted(set(self._partitions) | set(plan.end_offsets))
-        committed = group_offsets_of(plan, topic, partitions)
-        if plan.replayed:
-            check_replay_has_its_offsets(plan, topic, committed,
-                                          {(topic, p): end for p, end in plan.end_offsets.items()})
-        # Commits that landed since this driver started (an older run's tasks, not fenced yet) are no newer run's.
-        stamping = replace(plan, runs_before=plan.runs_before | {c.run for c in committed.values() if c.run})
-        by_slot: dict[int, dict] = {}
-        for p in partitions:
-            offset = KEEP_COMMITTED if committed[p].offset >= 0 else plan.start_offsets.get(p, 0)
-            by_slot.setdefault(self._writer_of(plan, p)[1], {})[(topic, p)] = offset
-        for k, offsets in sorted(by_slot.items()):  # like the keeper's refreshes, timed as the fence, not tasks
-            row = run_transaction(stamping, slot_transactional_id(plan.app_id, k), [], offsets, slot=k)
-            self.keeper.committed(row["committed_partitions"])
-            self._note_slots(row["committed_partitions"], k)
-        self._fence_slots(set(self._slot_of.values()))
-        self._run_started = True
-        SINK_LOG.info("run %s of %s: stamped %d partitions' offsets, then fenced slot ids 0..%d", self.run,
-                      plan.app_id, len(partitions), self.slot_ids - 1)
-
     def _fence_slots(self, old: set[tuple[int, int]]) -> None:
-        """init_transactions on every slot id any run may have used and the given old (k, G) ones, before any task runs.
+        """init_transactions on every slot id of this run and the given old (k, G) ones, before any task runs.
 
         A new producer's init fences every earlier producer of its id and aborts its open
         transaction; the driver's producers are dropped at once, so the tasks' own inits follow.
         """
         plan = self._driver_plan()
-        ids = sorted(set(range(self.slot_ids)) | {k for k, _ in old})
-        timings = {"init": 0.0}
-        for k in ids:
-            key = clients.producer_key(plan, slot_transactional_id(plan.app_id, k))
-            clients.drop_producer(key)
-            clients.cached_producer(plan, key, timings)
-            clients.drop_producer(key)
+        ids = sorted(set(range(self.slots)) | {k for k, _ in old})
+        started = time.perf_counter()
+        clients.fence(plan, [slot_transactional_id(plan.app_id, k) for k in ids])
         self.slots_fenced += len(ids)
         self._slot_of.clear()  # every slot id is fenced: no partition is bound to its last slot any more
         SINK_LOG.info("fenced %d slot transactional ids (%s.slot.0..%d) in %.2f s", len(ids), plan.app_id,
-                      ids[-1], timings["init"])
+                      ids[-1], time.perf_counter() - started)
 
     def _batch_scope(self, source, plan: TaskPlan) -> dict:
         """One driver-side transaction for the whole micro-batch."""
@@ -409,8 +361,11 @@ class TransactionalSink:
 
     def _driver_plan(self) -> TaskPlan:
         """The plan of the driver's transactions outside a batch (the keeper's, the slot fence)."""
-        return driver_plan(self.settings, self.group_metadata, self._partitions, self.slots, self.slot_ids, self.run,
-                           self.runs_before)
+        return driver_plan(self.settings, self.group_metadata, self._partitions, self.slots, self.run)
+
+    def renew_owner(self) -> None:
+        """Write the owner record again before Kafka expires it (the keeper's)."""
+        self.claim.renew(self.settings)
 
     def recommit(self, partitions: list[int]) -> list[int]:
         """Re-commit the group's current offsets of these partitions, unchanged (the keeper's refresh)."""

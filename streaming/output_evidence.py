@@ -25,6 +25,10 @@ the topics still hold, so the read refuses, in one line, wherever it could be to
 - **Only this pipeline's records count.** `eos.txn` names the pipeline (conf/headers.py);
   records of another pipeline, and records without `eos.txn` (an at-least-once sink's), are
   ignored; a record written before `eos.txn` named its pipeline counts as this pipeline's.
+
+The same read tells which transactional ids wrote those records (`eos.txn` names the partition,
+the slot or the batch scope each transaction covered), for a driver that must fence them and has
+neither an owner record nor tagged offsets to ask (`streaming/sink_owner.py`).
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from conf.client_config import Connection
-from conf.headers import SRC_HEADER, TXN_HEADER, txn_pipeline
+from conf.headers import BATCH_SCOPE_PARTITION, SRC_HEADER, TXN_HEADER, txn_covered, txn_pipeline
 from conf.stream_settings import StreamSettings
 from streaming.sink_group import SinkPreconditionError
+from streaming.sink_owner import Writers
 from streaming.topic_index import records_to_end, source_position, topic_reader
 from streaming.verify import compacted_topics, wait_until_stable
 
@@ -59,6 +64,23 @@ class Evidence:
     ends: dict[int, int] = field(default_factory=dict)
     # Each trimmed topic-partition, with the input partitions whose records survive in it.
     trimmed: dict[str, set[int]] = field(default_factory=dict)
+    writers: Writers = Writers()  # the transactional ids that wrote the pipeline's records, as eos.txn names them
+    newest: dict[str, int] = field(default_factory=dict)  # per scope, the newest timestamp of its records
+
+    def note_writer(self, covered: bytes, timestamp: int) -> None:
+        """Count the transaction that covered `covered` (a partition, `slot<k>`, `*`) among the writers."""
+        if covered == BATCH_SCOPE_PARTITION.encode():
+            scope, writers = "batch", Writers(batch=True)
+        elif covered.startswith(b"slot"):
+            scope, writers = "slot", Writers(slots=int(covered[4:]) + 1)
+        else:
+            scope, writers = "partition", Writers(partitions=int(covered) + 1)
+        self.writers |= writers
+        self.newest[scope] = max(self.newest.get(scope, timestamp), timestamp)
+
+    def newest_scope(self) -> str | None:
+        """The scope whose records are the newest, None where the pipeline left none."""
+        return max(self.newest, key=self.newest.get) if self.newest else None
 
     def unsure(self, partition: int) -> list[str]:
         """The trimmed topic-partitions that hold none of this input partition's records: they may have lost its last ones."""
@@ -129,6 +151,7 @@ def read_evidence(bootstrap: str | Connection, input_topic: str, topics: list[st
                 if partition < 0:
                     continue
                 evidence.ends[partition] = max(evidence.ends.get(partition, 0), offset + 1)
+                evidence.note_writer(txn_covered(txn), message.timestamp()[1])
                 if message.partition() in trimmed:
                     trimmed[message.partition()].add(partition)
         finally:

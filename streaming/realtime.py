@@ -111,7 +111,8 @@ class RealTimeWriter:
                   **{key[len("kafka."):]: value for key, value in settings.spark_kafka_options().items()}}
         producer = {"linger.ms": "5", "transaction.timeout.ms": "60000",
                     **parse_kv_pairs(list(settings.producer_props))}
-        self.java = writer_class(client, producer, settings.app_id, settings.output_topic, settings.dead_letter,
+        self.java = writer_class(client, producer, settings.app_id, offsets.claim.run, settings.output_topic,
+                                 settings.dead_letter,
                                  settings.process, settings.output_partitioning == "input",
                                  settings.commit_interval_ms, input_partitions, settings.max_retries,
                                  self._counters, self._latency)
@@ -178,7 +179,7 @@ def prepared_writer(spark, settings: StreamSettings, checkpoint) -> RealTimeWrit
     `checkpoint` is the query's CheckpointLog: a query resumed on it must find the group's
     offsets it replays against (`check_resume`).
     """
-    from streaming.sink_start import checked_group
+    from streaming.sink_start import checked_group, claim
     from streaming.sink_group import SinkPreconditionError
     from streaming.slot_map import default_slots
 
@@ -202,7 +203,8 @@ def prepared_writer(spark, settings: StreamSettings, checkpoint) -> RealTimeWrit
     if settings.sink != "kafka-eos":
         return None
     check_resume(settings, checkpoint, committed)
-    return RealTimeWriter(spark, settings, len(partitions), RealTimeOffsets(settings, group_metadata, partitions))
+    offsets = RealTimeOffsets(settings, group_metadata, partitions, claim(settings, group_metadata, partitions, committed))
+    return RealTimeWriter(spark, settings, len(partitions), offsets)
 
 
 def check_resume(settings: StreamSettings, checkpoint, committed: dict) -> None:
@@ -246,14 +248,15 @@ class RealTimeOffsets:
     retention), and it commits c unchanged.
     """
 
-    def __init__(self, settings: StreamSettings, group_metadata, partitions: list[int]):
+    def __init__(self, settings: StreamSettings, group_metadata, partitions: list[int], claim):
         from streaming.sink_start import driver_plan
         from streaming.sink_group import OffsetKeeper, offsets_retention_minutes
 
         self.settings = settings
+        self.claim = claim  # the driver run's claim of the pipeline (streaming/sink_start.py), which the keeper renews
         self.lock = threading.Lock()  # the keeper's; no batch runs on the driver in this mode
         self._partitions = partitions
-        self._plan = driver_plan(settings, group_metadata, partitions)
+        self._plan = driver_plan(settings, group_metadata, partitions, run=claim.run)
         self.keeper = OffsetKeeper(self, offsets_retention_minutes(settings))
 
     def input_partitions(self) -> list[int]:
@@ -272,6 +275,10 @@ class RealTimeOffsets:
         from streaming.sink_start import recommit_partitions
 
         return recommit_partitions(self._plan, self.settings.input_topic, partitions)
+
+    def renew_owner(self) -> None:
+        """Write the owner record again before Kafka expires it (the keeper's)."""
+        self.claim.renew(self.settings)
 
 
 class EpochCounts:

@@ -1,7 +1,7 @@
 """The transactional sink's Kafka clients on one Python worker: Steps 1, 2 and 5 of `streaming/sink_task.py`.
 
 Step 1's producer cache (a new producer's `init_transactions` fences its predecessors), Step 2's
-reader of the group's committed offsets, a `send_offsets_to_transaction` bounded where
+readers of the group's committed offsets and of the owner record, a `send_offsets_to_transaction` bounded where
 librdkafka ignores its timeout, and Step 5's classification of a failure. Spark reuses Python
 workers across tasks, so clients live on between tasks and batches.
 """
@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from conf.client_config import connection_of
 from conf.client_log import CLIENT_LOG
-from conf.failures import AuthorizationFailure, authorization_error_name
+from conf.failures import AuthorizationFailure, authorization_error_name, authorization_failure
 from conf.watermarks import END_FETCH_WAIT_MS
 from streaming.sink_group import CommittedOffset, read_committed_offsets
+from streaming.sink_owner import Owner, owner_group, read_owner
 from streaming.task_plan import TaskPlan
 
 # Per Python worker: Spark reuses workers across tasks, so producers and consumers live on. They
@@ -98,6 +100,30 @@ def _await_learned_broker(producer, topic: str) -> None:
         producer.list_topics(topic, timeout=30)
 
 
+# How many producers a fence inits at once: a driver that must fence T(p) of 1,000 partitions (a
+# change of scope) would otherwise wait for 1,000 inits one after another.
+FENCE_THREADS = 16
+
+
+def fence(plan: TaskPlan, txn_ids: list[str]) -> None:
+    """init_transactions on each of these ids, several at once: each fences every older producer of its id and aborts
+    its open transaction. This process's own producers of those ids are dropped first, being fenced too."""
+    for txn_id in txn_ids:
+        drop_producer(producer_key(plan, txn_id))
+
+    def init(txn_id: str) -> None:
+        kafka = kafka_module()
+        producer = kafka.Producer({**plan.producer_config, "transactional.id": txn_id}, logger=CLIENT_LOG)
+        _await_learned_broker(producer, plan.output_topic)
+        try:
+            producer.init_transactions(60)
+        except kafka.KafkaException as exc:  # a missing ACL names the id; anything else is the caller's to judge
+            raise authorization_failure(exc.args[0], txn_id) or exc from None
+
+    with ThreadPoolExecutor(FENCE_THREADS, thread_name_prefix="eosbench-fence") as pool:
+        list(pool.map(init, txn_ids))
+
+
 def drop_producer(key: tuple) -> None:
     """Forget a producer; the next one's init_transactions aborts whatever it left open."""
     producer = _PRODUCERS.pop(key, None)
@@ -167,6 +193,17 @@ def group_offsets_of(plan: TaskPlan, topic: str, partitions: list[int],
         }), logger=CLIENT_LOG)
         _OFFSET_READERS[(plan.app_id, cluster)] = reader
     return read_committed_offsets(reader, topic, partitions, plan.app_id, held_s=held_s)
+
+
+def owner_of(plan: TaskPlan) -> Owner | None:
+    """The pipeline's owner record, read by this worker's reader of group `<app-id>.owner`."""
+    cluster = connection_of(plan.producer_config)
+    reader = _OFFSET_READERS.get((owner_group(plan.app_id), cluster))
+    if reader is None:
+        reader = kafka_module().Consumer(cluster.librdkafka(**{
+            "group.id": owner_group(plan.app_id), "enable.auto.commit": False}), logger=CLIENT_LOG)
+        _OFFSET_READERS[(owner_group(plan.app_id), cluster)] = reader
+    return read_owner(reader, plan.dead_letter_topic, plan.app_id)
 
 
 def committed_record_between(plan: TaskPlan, topic: str, partition: int, low: int, high: int,

@@ -17,11 +17,11 @@ facts about such a group shape the sink:
 - **Two transaction scopes must never share it.** Partition scope commits with `T(p)`, slot
   scope with `<app-id>.slot.<k>`, batch scope with `<app-id>.batch`; none fences another. Every
   sink commit therefore carries offset metadata naming its scope, and a sink refuses a group
-  whose offsets another scope wrote. A slot scope commit also names its slot and the slot count
-  (`slot=<k>/<G>`), so that a restarted driver knows which slot ids to fence, the number of slot
-  ids any run of the pipeline may have used (`ids=<N>`, carried from run to run, so that a
-  smaller G never leaves a larger one's ids unfenced), and the driver run that made it
-  (`run=<token>`), so that a task of an older run can tell that a newer one owns the group.
+  whose offsets another scope wrote. A commit also names the driver run that made it
+  (`run=<token>`), and a slot scope commit its slot and the slot count (`slot=<k>/<G>`), so that a
+  driver knows which slot each partition was last committed by. Which transactional ids a run
+  may have left writers of, and which run may write now, is the owner record's
+  (`streaming/sink_owner.py`), not the tag's: a tag is only as old as its partition's last commit.
 """
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ from conf.failures import authorization_failure
 from conf.settings import SettingsError
 
 SCOPE_TAG_PREFIX = "eosbench txn-scope="
-# The whole tag: `eosbench txn-scope=<scope>;partitions=<count>;token=<16 hex>;` and, in slot scope,
-# `slot=<k>/<G>;ids=<N>;run=<16 hex>;`. Each field ends in `;` because metadata may come back with
-# stray bytes after it (see _tag_in); a slot tag written before `ids` and `run` existed ends after G.
-_TAG = re.compile(r"eosbench txn-scope=([a-z]+);partitions=(\d+);token=([0-9a-f]{16});"
+# The whole tag: `eosbench txn-scope=<scope>;partitions=<count>;token=<16 hex>;run=<16 hex>;` and, in slot
+# scope, `slot=<k>/<G>;`. Each field ends in `;` because metadata may come back with stray bytes after
+# it (see _tag_in). Tags of earlier releases are read too: without `run=`, and in slot scope
+# `slot=<k>/<G>;ids=<N>;run=<16 hex>;` (N: the slot ids any run had used) or `slot=<k>/<G>;` alone.
+_TAG = re.compile(r"eosbench txn-scope=([a-z]+);partitions=(\d+);token=([0-9a-f]{16});(?:run=([0-9a-f]{16});)?"
                   r"(?:slot=(\d+)/(\d+);(?:ids=(\d+);run=([0-9a-f]{16});)?)?")
 # Each committed() call's bound: a refused coordinator lookup shows only between calls (_refused_lookup).
 COMMITTED_CALL_S = 5.0
@@ -71,8 +72,9 @@ class CommittedOffset:
     partitions: int | None = None
     token: str | None = None  # the attempt that made the commit (new_commit_token), None: an older tag
     slot: tuple[int, int] | None = None  # slot scope: (k, G), the slot that committed it and the slot count
-    slot_ids: int | None = None  # slot scope: how many slot ids (0..N-1) any run may have used, None: an older tag
-    run: str | None = None  # slot scope: the driver run that made the commit, None: an older tag
+    # Slot scope, in a tag of a release before the owner record: how many slot ids (0..N-1) any run had used.
+    slot_ids: int | None = None
+    run: str | None = None  # the driver run that made the commit, None: an older tag
 
 
 def new_commit_token() -> str:
@@ -80,16 +82,15 @@ def new_commit_token() -> str:
     return secrets.token_hex(8)
 
 
-def offset_tag(scope: str, partitions: int, token: str, slot: tuple[int, int] | None = None, slot_ids: int = 0,
-               run: str = "") -> str:
-    """The offset metadata of a sink commit: its scope, the input's partition count, the attempt's token, and in slot
-    scope its slot (k, G), the slot ids ever used and its driver run."""
-    tag = f"{SCOPE_TAG_PREFIX}{scope};partitions={partitions};token={token};"
-    return tag if slot is None else f"{tag}slot={slot[0]}/{slot[1]};ids={max(slot_ids, slot[1])};run={run};"
+def offset_tag(scope: str, partitions: int, token: str, run: str = "", slot: tuple[int, int] | None = None) -> str:
+    """The offset metadata of a sink commit: its scope, the input's partition count, the attempt's token, the driver run
+    (where one claimed the pipeline) and in slot scope its slot (k, G)."""
+    tag = f"{SCOPE_TAG_PREFIX}{scope};partitions={partitions};token={token};" + (f"run={run};" if run else "")
+    return tag if slot is None else f"{tag}slot={slot[0]}/{slot[1]};"
 
 
 def new_run() -> str:
-    """A token that names one driver run of a slot scope pipeline (`run=` in its commits' metadata)."""
+    """A token that names one driver run of a pipeline (the owner record's, and `run=` in its commits' metadata)."""
     return secrets.token_hex(8)
 
 
@@ -108,21 +109,28 @@ def _tag_in(tp) -> tuple:
         return None, None, None, None, None, None
     whole = _TAG.match(metadata)
     if whole and whole.group(1) in SCOPES:
-        slot = (int(whole.group(4)), int(whole.group(5))) if whole.group(4) else None
-        slot_ids = int(whole.group(6)) if whole.group(6) else None
-        return whole.group(1), int(whole.group(2)), whole.group(3), slot, slot_ids, whole.group(7)
+        slot = (int(whole.group(5)), int(whole.group(6))) if whole.group(5) else None
+        slot_ids = int(whole.group(7)) if whole.group(7) else None
+        return whole.group(1), int(whole.group(2)), whole.group(3), slot, slot_ids, whole.group(4) or whole.group(8)
     rest = metadata[len(SCOPE_TAG_PREFIX):] if metadata.startswith(SCOPE_TAG_PREFIX) else ""
     return next((scope for scope in SCOPES if rest.startswith(scope)), None), None, None, None, None, None
 
 
 def commit_run(tp) -> str | None:
-    """The driver run named in a committed offset's metadata (slot scope), or None."""
+    """The driver run named in a committed offset's metadata, or None (not a sink's commit, or an older tag)."""
     return _tag_in(tp)[5]
 
 
 def read_committed_offsets(consumer, topic: str, partitions, group: str, timeout_s: float = 60.0,
                            held_s: float | None = None) -> dict[int, CommittedOffset]:
-    """The committed offsets of `group` (the consumer's) (stable, when the consumer is read_committed) with their scopes.
+    """The committed offsets of `group` (the consumer's) (stable, when the consumer is read_committed) with their scopes."""
+    answer = committed_topic_partitions(consumer, topic, partitions, group, timeout_s, held_s)
+    return {tp.partition: CommittedOffset(tp.offset if tp.offset >= 0 else -1, *_tag_in(tp)) for tp in answer}
+
+
+def committed_topic_partitions(consumer, topic: str, partitions, group: str, timeout_s: float = 60.0,
+                               held_s: float | None = None) -> list:
+    """The committed offsets of `group` (the consumer's) as Kafka's TopicPartitions, their metadata untouched.
 
     An error, for the whole request or for one partition, is never read as "no commit", which
     would send the sink back to the start of the partition: a passing one (the coordinator moving
@@ -159,7 +167,7 @@ def read_committed_offsets(consumer, topic: str, partitions, group: str, timeout
             denied = authorization_failure(error, topic if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED else group)
             raise denied or KafkaException(error)
         time.sleep(0.2)
-    return {tp.partition: CommittedOffset(tp.offset if tp.offset >= 0 else -1, *_tag_in(tp)) for tp in answer}
+    return answer
 
 
 def _refused_lookup(consumer):
@@ -178,13 +186,19 @@ def _refused_lookup(consumer):
     return None
 
 
-def auto_scope(committed: dict[int, CommittedOffset], group: str, realtime: bool) -> tuple[str, str]:
-    """`--txn-scope auto`: the scope to run and why, from the group's committed offsets (and the mode).
+def auto_scope(committed: dict[int, CommittedOffset], group: str, realtime: bool, owner_scope: str | None = None,
+               output_scope: str | None = None) -> tuple[str, str]:
+    """`--txn-scope auto`: the scope to run and why, from the group's committed offsets, the scope of the run the owner
+    record names (`streaming/sink_owner.py`), and, for offsets no sink tagged, the scope of the newest records this
+    pipeline left in its output.
 
-    A group keeps the scope that wrote its offsets, since the sink refuses the other scopes' groups;
-    offsets no sink tagged (a reset, an eosbench older than the tags, which ran partition scope alone)
-    keep partition scope. A new group gets slot scope, whose transactions a batch do not grow with
-    the partition count; real-time mode commits per partition only.
+    A group keeps the scope that wrote its offsets, since the sink refuses the other scopes' groups,
+    and a pipeline keeps the scope of its last run where its offsets do not say (none committed,
+    or reset by `kafka-consumer-groups --reset-offsets`, which writes no metadata). Offsets no sink
+    tagged on a pipeline with neither an owner record nor records in its output (an eosbench
+    older than both, which ran partition scope alone) keep partition scope. A new pipeline gets
+    slot scope, whose transactions a batch do not grow with the partition count; real-time mode
+    commits per partition only.
     """
     if realtime:
         return "partition", "auto: real-time mode commits per input partition"
@@ -195,7 +209,12 @@ def auto_scope(committed: dict[int, CommittedOffset], group: str, realtime: bool
             " name the scope with --txn-scope, or use a new --app-id")
     if scopes:
         return scopes[0], f"auto: group {group!r} holds offsets {scopes[0]} scope committed"
+    if owner_scope is not None:
+        return owner_scope, f"auto: the owner record of {group!r} names a run of {owner_scope} scope"
     if any(c.offset >= 0 for c in committed.values()):
+        if output_scope is not None:
+            return output_scope, (f"auto: group {group!r} holds offsets with no scope tag, and this pipeline's newest"
+                                  f" output records are {output_scope} scope's")
         return "partition", f"auto: group {group!r} holds offsets with no scope tag, kept as partition scope"
     return "slot", f"auto: group {group!r} has no committed offsets"
 
@@ -254,9 +273,11 @@ class OffsetKeeper:
     back. It holds the sink's lock, so it runs between batches and never fences a running task.
 
     `sink` is the TransactionalSink (or real-time mode's `RealTimeOffsets`): its `lock`,
-    `settings`, `input_partitions()` and `recommit()`, and, where the driver does not see the
-    commits, `commit_tokens()`, from which the keeper learns which partitions committed since it
-    last looked (every commit writes a new token into the offset metadata).
+    `settings`, `input_partitions()`, `recommit()` and `renew_owner()` (the owner record, a
+    member-less group's offset too, written when the driver claimed the pipeline), and, where the
+    driver does not see the commits, `commit_tokens()`, from which the keeper learns which
+    partitions committed since it last looked (every commit writes a new token into the offset
+    metadata).
     """
 
     def __init__(self, sink, retention_minutes: int):
@@ -265,6 +286,7 @@ class OffsetKeeper:
         self.wake_s = min(self.refresh_after_s / 4, 60.0)
         self._last_commit: dict[int, float] = {}  # partition -> monotonic time; unknown until the first commit
         self._tokens: dict[int, str | None] = {}  # watching the group: each partition's commit token when last read
+        self._owner_written = time.monotonic()  # the driver's claim wrote the owner record just now
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -308,7 +330,11 @@ class OffsetKeeper:
                                   str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
     def refresh(self) -> list[int]:
-        """Re-commit the offsets of partitions not committed for a third of the retention; return them."""
+        """Re-commit the offsets of partitions not committed for a third of the retention, and the owner record once as
+        old; return the partitions."""
+        if time.monotonic() - self._owner_written >= self.refresh_after_s:
+            self.sink.renew_owner()
+            self._owner_written = time.monotonic()
         if hasattr(self.sink, "commit_tokens"):
             self.watch()
         with self.sink.lock:  # judged under the lock: the batch it waited for may have committed them all

@@ -2,9 +2,9 @@
 
 Each runs after the producer's init and the read of the group's offsets (streaming/sink_task.py),
 so it judges offsets no other writer of the same id can move any more, and costs nothing where
-the offsets are as they should be: a slot transaction of an older driver run (`check_run`), a
-batch that would skip committed records (`check_no_skip`), and a replayed batch whose offsets
-expired (`check_replay_has_its_offsets`).
+the offsets are as they should be: a batch that would skip committed records (`check_no_skip`),
+and a replayed batch whose offsets expired (`check_replay_has_its_offsets`). A writer of an older
+driver run is stopped by the owner record (`streaming/sink_owner.py: check_owner`).
 """
 
 from __future__ import annotations
@@ -12,27 +12,6 @@ from __future__ import annotations
 from streaming import sink_clients as clients
 from streaming.sink_group import CommittedOffset, SinkPreconditionError
 from streaming.task_plan import KEEP_COMMITTED, TaskPlan
-
-
-def check_run(plan: TaskPlan, topic: str, committed: dict[int, CommittedOffset]) -> None:
-    """Slot scope, after Step 1: refuse to go on where a driver run newer than this task's committed a partition.
-
-    A new driver stamps every partition's offset with its run before it fences every slot id
-    (streaming/eos_sink.py). A task of an older run that was still alive then (an executor that
-    outlived its driver, a stopped worker resumed) either made its producer before that fence,
-    and is fenced, or makes it after, and then reads the stamp here: it stops without writing,
-    rather than commit a partition that the new run's slot may have read c of.
-    """
-    if plan.txn_scope != "slot":
-        return
-    newer = sorted(p for p, c in committed.items()
-                   if c.run is not None and c.run != plan.run and c.run not in plan.runs_before)
-    if newer:
-        p = newer[0]
-        raise SinkPreconditionError(
-            f"the offset of {topic}[{p}] in group {plan.app_id!r} was committed by run {committed[p].run} of this pipeline,"
-            f" which started after this task's driver (run {plan.run}): a newer driver owns the group, so this task"
-            " stops without writing. If two drivers run this app id at once, stop one of them")
 
 
 def check_no_skip(plan: TaskPlan, topic: str, committed: dict[int, CommittedOffset], offsets_to_commit: dict) -> None:

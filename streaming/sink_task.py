@@ -1,4 +1,4 @@
-"""The transactional sink's task side (`--sink kafka-eos`), as DESIGN.md specifies it.
+"""The transactional sink's task side (`--sink kafka-eos`), as docs/design.md specifies it.
 
 Per task (`--txn-scope partition`), for the slice S of input partition p whose
 batch ends at offset `end` (exclusive):
@@ -6,7 +6,8 @@ batch ends at offset `end` (exclusive):
   Step 1. Get a producer for T(p) = <app-id>.<topic>.<p>. A new one calls init_transactions(),
           which fences every older producer of T(p) and aborts its open transaction.
   Step 2. Read c, the group's committed offset of p, stable with respect to pending
-          transactions (read_committed makes librdkafka ask for stable offsets).
+          transactions (read_committed makes librdkafka ask for stable offsets). After a new
+          producer's init, stop unless the owner record names this driver run (streaming/sink_owner.py).
   Step 3. S' = {r in S : r.offset >= c}. If S' is empty this is a replay of committed work:
           count it as skipped_replay and stop.
   Step 4. begin_transaction; [pre-register]; produce process(S') (poison records to the dead-letter
@@ -52,7 +53,8 @@ from streaming import transaction_size as sizing
 from streaming.in_flight import in_flight
 from streaming.process import POISON, TRANSFORMS, Poison, SourceSlice, arrow_columns
 from streaming.sink_group import OffsetsHeldOpen, SinkPreconditionError, check_scope, new_commit_token, offset_tag
-from streaming.sink_guards import check_no_skip, check_replay_has_its_offsets, check_run
+from streaming.sink_guards import check_no_skip, check_replay_has_its_offsets
+from streaming.sink_owner import check_owner
 from streaming.stats import PHASES, latency_histogram, stats_arrow_schema
 from streaming.task_plan import SinkTaskFailed, TaskPlan, slot_transactional_id, transactional_id
 
@@ -211,10 +213,11 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
                 timings["init"] += time.perf_counter() - started
                 clients.drop_producer(key)
                 producer = clients.cached_producer(plan, key, timings)
-                started = time.perf_counter()
+                reused, started = False, time.perf_counter()
                 committed = clients.group_offsets_of(plan, topic, partitions)
+            if plan.run and not reused:  # a producer made by this attempt: is this run still the pipeline's owner?
+                check_owner(clients.owner_of(plan), plan.run, plan.app_id)
             check_scope(committed, topic, plan.app_id, plan.txn_scope)
-            check_run(plan, topic, committed)
             check_no_skip(plan, topic, committed, offsets_to_commit)
             if plan.replayed:
                 check_replay_has_its_offsets(plan, topic, committed, offsets_to_commit)
@@ -243,8 +246,8 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             identity = transaction_identity(plan.app_id, covered, plan.batch_id)
             txn_headers = _transaction_headers(plan, identity, results)
             token = new_commit_token()
-            tag = offset_tag(plan.txn_scope, plan.input_partitions, token,
-                             None if slot is None else (slot, plan.txn_slots), plan.slot_ids, plan.run)
+            tag = offset_tag(plan.txn_scope, plan.input_partitions, token, plan.run,
+                             None if slot is None else (slot, plan.txn_slots))
             producer.begin_transaction()                                              # Step 4
             in_flight(True)
             begun = time.perf_counter()

@@ -49,11 +49,10 @@ class TaskPlan:
     # Slot scope: per slot k (the coalesced Spark partition k), the input partitions it holds.
     slot_partitions: tuple[tuple[int, ...], ...] = ()
     txn_slots: int = 0  # slot scope's G, recorded with each commit's slot
-    slot_ids: int = 0  # slot scope: slot ids 0..N-1 any run of the pipeline may have used, recorded with each commit
-    run: str = ""  # slot scope: this driver run, recorded with each commit
-    # Slot scope: the runs whose commits the group held when this driver started; a commit by any other run
-    # than these and this one means a newer driver owns the group (sink_task.check_run).
-    runs_before: frozenset[str] = frozenset()
+    # The driver run that claimed the pipeline (streaming/sink_owner.py), recorded with each commit: a writer stops
+    # after a new producer's init unless the owner record names it. Empty only in a plan made without a driver's
+    # claim (a test's, a bench's own transactions), which checks nothing.
+    run: str = ""
     output_partitioning: str = "key"  # or "input": a record goes to the output partition numbered as its input's
 
 

@@ -15,9 +15,12 @@ StandardAuthorizer); nothing else is granted:
   dead-letter topic must exist and be visible even when no record is poisoned: `stream` refuses
   to start without it, since creating it is a right the principal does not hold. `eosbench acls
   --apply` (an admin) creates it, shaped like the output, along with the ACLs.
-- READ on the output and dead-letter topics: verify.
+- READ on the output and dead-letter topics: verify; and the sink's owner record is the offset of
+  the dead-letter topic's partition 0 in its own group (an OffsetCommit needs READ on the topic).
 - READ on group `<app-id>`: the sink's AddOffsetsToTxn and TxnOffsetCommit, and the OffsetFetch of
   Step 2 and `verify --app-id` (which need DESCRIBE, implied by READ).
+- READ on group `<app-id>.owner`: the owner record, which the driver writes when it claims the
+  pipeline (OffsetCommit) and every writer reads after its producer's init (OffsetFetch).
 - WRITE on the transactional ids prefixed `<app-id>.`: the sink's producers, `<app-id>.<topic>.<p>`
   in partition scope and `<app-id>.batch` in batch scope (FindCoordinator's DESCRIBE is implied).
 
@@ -99,9 +102,12 @@ def pipeline_acls(access: PipelineAccess) -> list[Acl]:
         Acl("TOPIC", access.output_topic, "LITERAL", "WRITE", p, why="the sink writes it"),
         Acl("TOPIC", access.output_topic, "LITERAL", "READ", p, why="verify reads it"),
         Acl("TOPIC", access.dead_letter, "LITERAL", "WRITE", p, why="the sink writes poison records to it"),
-        Acl("TOPIC", access.dead_letter, "LITERAL", "READ", p, why="verify reads it"),
+        Acl("TOPIC", access.dead_letter, "LITERAL", "READ", p,
+            why="verify reads it; the sink's owner record is an offset of its partition 0"),
         Acl("GROUP", access.app_id, "LITERAL", "READ", p,
             why="the sink commits its offsets in each transaction and reads them back (Step 2, verify --app-id)"),
+        Acl("GROUP", f"{access.app_id}.owner", "LITERAL", "READ", p,
+            why="the owner record: the driver run that may write, written at its start, read by every new producer"),
         Acl("TRANSACTIONAL_ID", f"{access.app_id}.", "PREFIXED", "WRITE", p,
             why="the sink's producers: <app-id>.<topic>.<partition>, or <app-id>.batch"),
         Acl("TRANSACTIONAL_ID", filler_id or DEFAULT_PRODUCER_TRANSACTIONAL_ID_PREFIX,

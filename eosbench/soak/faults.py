@@ -232,10 +232,10 @@ def _a_new_run_committed(before: dict[int, tuple[int, str | None]], now: dict[in
 
     A zombie whose commit lands before the new run's of its partitions is honoured by the new run
     (it finds the batch committed, and skips it), so it must wake after that. Not just any move: the
-    old run's other tasks may still commit after its driver died, and a new run's first commit
-    re-commits every offset unchanged with its run (its stamp). Only slot scope names runs in its
-    commits; elsewhere a move of the total counts once the new driver has run for NEW_DRIVER_S,
-    longer than the old run's last tasks take and shorter than a driver's start.
+    old run's other tasks may still commit after its driver died. Every commit names its run; for
+    offsets of an older release, which named none outside slot scope, a move of the total counts
+    once the new driver has run for NEW_DRIVER_S, longer than the old run's last tasks take and
+    shorter than a driver's start.
     """
     old_runs = {run for _, run in before.values()}
     if old_runs - {None}:

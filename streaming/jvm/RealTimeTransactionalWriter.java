@@ -16,6 +16,8 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -42,7 +44,8 @@ import org.apache.spark.util.AccumulatorV2;
  * <ol>
  *   <li>At p's first record, take the producer of T(p) = {@code <app-id>.<topic>.<p>}; a new one
  *       calls initTransactions, which fences every older producer of T(p) and aborts its open
- *       transaction (or completes one whose commit was already decided).
+ *       transaction (or completes one whose commit was already decided), then stops the writer
+ *       unless the pipeline's owner record names its driver run (streaming/sink_owner.py).
  *   <li>Read c, the group's committed offset of p; with no older producer left, it is stable.
  *   <li>Drop every record below c: Spark replays an epoch from its start after a failure, and
  *       those records are already committed.
@@ -58,7 +61,10 @@ import org.apache.spark.util.AccumulatorV2;
  */
 public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
     private static final long serialVersionUID = 1L;
-    private static final String SCOPE_TAG = "eosbench txn-scope=partition;partitions=%d;token=%016x;";
+    private static final String SCOPE_TAG = "eosbench txn-scope=partition;partitions=%d;token=%016x;%s";
+    // The run an owner record names (streaming/sink_owner.py), read from the record's start.
+    private static final String OWNER_GROUP_SUFFIX = ".owner";
+    private static final Pattern OWNER_RUN = Pattern.compile("eosbench owner run=([0-9a-f]{16});");
     private static final long TIMER_PERIOD_MS = 5;
     private static final SecureRandom RANDOM = new SecureRandom();
     // How long c may stay unstable before a reused producer gives way to a new one (settle), and the
@@ -76,6 +82,7 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
     private final HashMap<String, String> clientProps;
     private final HashMap<String, String> producerProps;
     private final String appId;
+    private final String run;
     private final String outputTopic;
     private final String deadLetterTopic;
     private final String process;
@@ -95,6 +102,7 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
     private transient TopicPartition inputPartition;
     private transient KafkaProducer<byte[], byte[]> producer;
     private transient KafkaConsumer<byte[], byte[]> reader;
+    private transient KafkaConsumer<byte[], byte[]> ownerReader;
     private transient long committed;
     private transient List<Kept> kept;
     private transient long keptSinceMs;
@@ -104,12 +112,13 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
 
     /** The writer's shared settings; `counters` and `latency` are accumulators the driver registered. */
     public RealTimeTransactionalWriter(Map<String, String> clientProps, Map<String, String> producerProps, String appId,
-                                       String outputTopic, String deadLetterTopic, String process,
+                                       String run, String outputTopic, String deadLetterTopic, String process,
                                        boolean inputPartitioned, long commitIntervalMs, int inputPartitions,
                                        int maxRetries, Counters counters, LatencyHistogram latency) {
         this.clientProps = new HashMap<>(clientProps);
         this.producerProps = new HashMap<>(producerProps);
         this.appId = appId;
+        this.run = run;
         this.outputTopic = outputTopic;
         this.deadLetterTopic = deadLetterTopic;
         this.process = process;
@@ -258,6 +267,7 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
         kept.removeIf(record -> record.offset() < committed);
     }
 
+    /** A new producer of T(p), whose init fenced every older one, once the owner record names this writer's run. */
     private KafkaProducer<byte[], byte[]> newProducer() {
         Map<String, Object> props = new HashMap<>(clientProps);
         props.putAll(producerProps);
@@ -268,7 +278,48 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
         KafkaProducer<byte[], byte[]> created = new KafkaProducer<>(props);
         created.initTransactions();
         counters.add(Counters.PRODUCERS, 1);
+        try {
+            checkOwner();
+        } catch (RuntimeException refused) {
+            created.close(Duration.ZERO);
+            throw refused;
+        }
         return created;
+    }
+
+    /**
+     * Stop unless the pipeline's owner record names this writer's run: a writer of an older driver run whose
+     * producer was made after the new run's claim fenced the ids stops here (streaming/sink_owner.py).
+     */
+    private void checkOwner() {
+        if (run.isEmpty()) {
+            return;  // a writer built without a driver's claim (a test's)
+        }
+        if (ownerReader == null) {
+            ownerReader = IDLE_READERS.remove(readerKey() + OWNER_GROUP_SUFFIX);
+        }
+        if (ownerReader == null) {
+            ownerReader = newReader(appId + OWNER_GROUP_SUFFIX);
+        }
+        TopicPartition record = new TopicPartition(deadLetterTopic, 0);
+        OffsetAndMetadata found = ownerReader.committed(Set.of(record), COMMITTED_WAIT).get(record);
+        Matcher owner = OWNER_RUN.matcher(found == null || found.metadata() == null ? "" : found.metadata());
+        if (!owner.lookingAt() || !owner.group(1).equals(run)) {
+            throw new IllegalStateException("the owner record of pipeline '" + appId + "' (group '" + appId
+                    + OWNER_GROUP_SUFFIX + "') " + (owner.lookingAt() ? "names run " + owner.group(1) : "names no run")
+                    + ", not this writer's run " + run + ": a newer driver has claimed the pipeline, so this writer"
+                    + " stops without committing");
+        }
+    }
+
+    private KafkaConsumer<byte[], byte[]> newReader(String group) {
+        Map<String, Object> props = new HashMap<>(clientProps);
+        props.put("group.id", group);
+        props.put("enable.auto.commit", "false");
+        props.put("isolation.level", "read_committed");
+        props.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        props.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        return new KafkaConsumer<>(props);
     }
 
     private long readCommitted(Duration wait) {
@@ -276,13 +327,7 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
             reader = IDLE_READERS.remove(readerKey());
         }
         if (reader == null) {
-            Map<String, Object> props = new HashMap<>(clientProps);
-            props.put("group.id", appId);
-            props.put("enable.auto.commit", "false");
-            props.put("isolation.level", "read_committed");
-            props.put("key.deserializer", ByteArrayDeserializer.class.getName());
-            props.put("value.deserializer", ByteArrayDeserializer.class.getName());
-            reader = new KafkaConsumer<>(props);
+            reader = newReader(appId);
         }
         OffsetAndMetadata found = reader.committed(Set.of(inputPartition), wait).get(inputPartition);
         return found == null ? -1 : found.offset();
@@ -343,7 +388,7 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
                     results[i], headers));
         }
         long last = kept.get(kept.size() - 1).offset();
-        String tag = String.format(SCOPE_TAG, inputPartitions, RANDOM.nextLong());
+        String tag = String.format(SCOPE_TAG, inputPartitions, RANDOM.nextLong(), run.isEmpty() ? "" : "run=" + run + ";");
         producer.sendOffsetsToTransaction(Map.of(inputPartition, new OffsetAndMetadata(last + 1, tag)),
                 new ConsumerGroupMetadata(appId));
         producer.commitTransaction();
@@ -381,6 +426,10 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
             reader.close(Duration.ZERO);
         }
         reader = null;
+        if (ownerReader != null && IDLE_READERS.putIfAbsent(readerKey() + OWNER_GROUP_SUFFIX, ownerReader) != null) {
+            ownerReader.close(Duration.ZERO);
+        }
+        ownerReader = null;
     }
 
     private void discardProducer() {

@@ -233,8 +233,9 @@ REMOVALS = [
     ("TOPIC", "output", "WRITE", "stream", "output"),
     ("TOPIC", "output", "READ", "verify", "output"),
     ("TOPIC", "dead_letter", "WRITE", "stream", "dead_letter"),
-    ("TOPIC", "dead_letter", "READ", "verify", "dead_letter"),
+    ("TOPIC", "dead_letter", "READ", "stream", "dead_letter"),  # the owner record is an offset of its partition 0
     ("GROUP", "app_id", "READ", "stream", "app_id"),
+    ("GROUP", "owner_group", "READ", "stream", "owner_group"),
     ("TRANSACTIONAL_ID", "sink", "WRITE", "stream", "sink_id"),
     ("TRANSACTIONAL_ID", "producer_transactional_id", "WRITE", "produce", "producer_transactional_id"),
 ]
@@ -245,7 +246,8 @@ ERRORS = {"TOPIC": "TOPIC_AUTHORIZATION_FAILED", "GROUP": "GROUP_AUTHORIZATION_F
 def _name(access: PipelineAccess, which: str) -> str:
     # sink_id: the first id the stream's transactions use, a slot's, since auto gives a new group slot scope.
     return {"input": access.input_topic, "output": access.output_topic, "dead_letter": access.dead_letter,
-            "app_id": access.app_id, "sink": f"{access.app_id}.", "sink_id": f"{access.app_id}.slot.0",
+            "app_id": access.app_id, "owner_group": f"{access.app_id}.owner", "sink": f"{access.app_id}.",
+            "sink_id": f"{access.app_id}.slot.0",
             "producer_transactional_id": access.producer_transactional_id}[which]
 
 

@@ -13,48 +13,17 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from confluent_kafka import KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conf.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_header
 from conf.stream_settings import StreamSettings
 from eosbench.local.kafka_admin import create_topic
 from streaming import job
 from streaming.sink_group import SinkPreconditionError
 from streaming.starting_offsets import resolve_starting_offsets
-from streaming.topic_index import topic_reader
 from streaming.verify import wait_until_stable
 from tests.integration.produce_helpers import produce
-from tests.integration.stream_checks import assert_exactly_once
-
-
-def committed_records(bootstrap: str, topic: str, partition: int, start: int) -> list[tuple[int, bytes, bytes, int]]:
-    """(offset, key, value, timestamp) of each committed record of one input partition from `start` on."""
-    consumer = topic_reader(bootstrap, "read_committed")
-    try:
-        consumer.assign([TopicPartition(topic, partition, start)])
-        records = []
-        while True:
-            message = consumer.poll(30)
-            assert message is not None, f"no end of {topic}[{partition}]"
-            if message.error():
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                return records
-            records.append((message.offset(), message.key(), message.value(), message.timestamp()[1]))
-    finally:
-        consumer.close()
-
-
-def deliver(producer: Producer, pipeline: str, input_topic: str, output: str, source_partition: int, records,
-            output_partition: int = 0) -> None:
-    """Produce records as the sink writes them (eos.src, eos.in_ts, eos.txn of `pipeline`), inside the producer's open
-    transaction, to one output partition."""
-    identity = transaction_identity(pipeline, source_partition, 7)
-    for offset, key, value, timestamp in records:
-        producer.produce(output, value, key, partition=output_partition,
-                         headers=[(SRC_HEADER, f"{input_topic}:{source_partition}:{offset}".encode()),
-                                  (IN_TS_HEADER, str(timestamp).encode()), txn_header(identity, len(records))])
-    assert producer.flush(30) == 0
+from tests.integration.stream_checks import assert_exactly_once, committed_records, deliver
 
 
 def delete_group(bootstrap: str, group: str) -> None:

@@ -156,7 +156,7 @@ def _writer(spark, bootstrap: str, app_id: str, output: str, **client):
     for index, bound in enumerate(LATENCY_BOUNDS_MS):
         bounds[index] = float(bound)
     counters = writer_class.Counters()
-    writer = writer_class({"bootstrap.servers": bootstrap, **client}, {"transaction.timeout.ms": "60000"}, app_id,
+    writer = writer_class({"bootstrap.servers": bootstrap, **client}, {"transaction.timeout.ms": "60000"}, app_id, "",
                           output, f"{output}.dlq", "passthrough", False, 600_000, 1, 0, counters,
                           writer_class.LatencyHistogram(bounds))
     return writer, counters

@@ -17,18 +17,9 @@ from streaming import job
 from streaming.checkpoint import CheckpointLog
 from streaming.eos_sink import TransactionalSink
 from streaming.quiet_stop import stop_quietly
-from streaming.sink_group import SinkPreconditionError, read_committed_offsets
+from streaming.sink_group import SinkPreconditionError
 from tests.integration.produce_helpers import commit_keys
-from tests.integration.stream_checks import assert_exactly_once, consumers_created, local_checkpoint
-
-
-def committed(bootstrap: str, settings, partitions=range(3)):
-    """The sink group's committed offsets of the input, with their tags."""
-    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": settings.app_id, "isolation.level": "read_committed"})
-    try:
-        return read_committed_offsets(reader, settings.input_topic, list(partitions), settings.app_id)
-    finally:
-        reader.close()
+from tests.integration.stream_checks import assert_exactly_once, consumers_created, group_offsets, local_checkpoint
 
 
 def open_zombie(bootstrap: str, settings, slot: int) -> Producer:
@@ -66,7 +57,7 @@ def test_one_transaction_a_slot_through_a_retried_task_a_replay_and_the_keeper(b
     assert summary.slots_fenced >= 2, "the driver's start fences this run's two slot ids"
     if source == "grouped":  # one consumer a slot, kept across batches and for the retried task
         assert 0 < consumers_created(spark) - created_before <= 2
-    before = committed(bootstrap, settings)
+    before = group_offsets(bootstrap, settings)
     assert {c.scope for c in before.values()} == {"slot"}
     assert {c.slot[1] for c in before.values()} == {2} and {c.slot[0] for c in before.values()} <= {0, 1}
 
@@ -82,7 +73,7 @@ def test_one_transaction_a_slot_through_a_retried_task_a_replay_and_the_keeper(b
     # no partition is bound to its last slot, and a refresh takes slot p mod G.
     sink = TransactionalSink(settings, spark, CheckpointLog(spark, settings.checkpoint_uri))
     assert sink.recommit([0, 1, 2]) == [0, 1, 2]
-    after = committed(bootstrap, settings)
+    after = group_offsets(bootstrap, settings)
     assert {p: (c.offset, c.slot) for p, c in after.items()} == {p: (c.offset, (p % 2, 2)) for p, c in before.items()}
     assert all(after[p].token != before[p].token for p in range(3)), "each refresh is a commit of its own"
     assert_exactly_once(bootstrap, settings)
@@ -118,7 +109,7 @@ def test_a_changed_slot_map_fences_the_old_slot_ids_before_any_task_runs(bootstr
 
     def after(batch) -> None:
         if batch.batch_id == 0:  # every partition had records: find one in slot 1, feed only it, open a zombie there
-            moving = next(p for p, c in committed(bootstrap, settings).items() if c.slot == (1, 2))
+            moving = next(p for p, c in group_offsets(bootstrap, settings).items() if c.slot == (1, 2))
             commit_keys(bootstrap, settings.input_topic, range(1_000_000, 1_000_300), partition=moving)
             zombies.append(open_zombie(bootstrap, settings, 1))
         elif batch.records_in:  # the fed partition alone: slot 0 now, so the driver fenced both ids first
@@ -131,7 +122,7 @@ def test_a_changed_slot_map_fences_the_old_slot_ids_before_any_task_runs(bootstr
     monkeypatch.undo()
     assert fenced == [2], fenced
     assert_fenced(zombies[0])
-    tags = committed(bootstrap, settings)
+    tags = group_offsets(bootstrap, settings)
     assert sorted(c.slot for c in tags.values()).count((0, 2)) >= 1
     old_slot_one = [p for p, c in tags.items() if c.slot == (1, 2)]
     assert old_slot_one, "a partition that no later batch committed keeps its slot 1 tag"
@@ -142,7 +133,7 @@ def test_a_changed_slot_map_fences_the_old_slot_ids_before_any_task_runs(bootstr
     restarted = job.run(spark, settings.model_copy(update={"txn_slots": 1, "trigger": "available-now"}))
     assert restarted.slots_fenced == 2 and restarted.records_out == 300
     assert_fenced(zombie)
-    assert {c.slot for c in committed(bootstrap, settings).values()} >= {(0, 1)}
+    assert {c.slot for c in group_offsets(bootstrap, settings).values()} >= {(0, 1)}
 
     # eosbench's SlotCoalescer gives partition p slot p mod G on one executor: a partition fed alone stays put.
     for partition in range(3):
@@ -162,7 +153,7 @@ def test_a_changed_slot_map_fences_the_old_slot_ids_before_any_task_runs(bootstr
     job.run(spark, settings.model_copy(update={"timeout_s": 8}), on_batch=feed_one)
     stopper.join(timeout=30)
     assert fenced == [0], fenced
-    assert {p: c.slot for p, c in committed(bootstrap, settings).items()} == {p: (p % 2, 2) for p in range(3)}
+    assert {p: c.slot for p, c in group_offsets(bootstrap, settings).items()} == {p: (p % 2, 2) for p in range(3)}
     assert_exactly_once(bootstrap, settings)
 
 
@@ -215,40 +206,45 @@ def test_a_smaller_slot_count_fences_every_old_slot_id_and_a_late_task_of_the_ol
                                                                                              pipeline, source):
     from confluent_kafka import Consumer as Memberless
 
+    from streaming.sink_owner import owner_group, read_owner
     from streaming.sink_task import run_transaction
     from streaming.task_plan import TaskPlan
 
     settings = pipeline(txn_scope="slot", txn_slots=8, source=source)
     job.run(spark, settings)
-    tags = committed(bootstrap, settings)
-    assert {c.slot[1] for c in tags.values()} == {8} and {c.slot_ids for c in tags.values()} == {8}
+    tags = group_offsets(bootstrap, settings)
+    assert {c.slot[1] for c in tags.values()} == {8}
     old_run = next(iter({c.run for c in tags.values()}))
     unused = next(k for k in range(8) if k not in {c.slot[0] for c in tags.values()})
     # A stopped worker of that run held slot `unused`'s producer with a transaction open; no partition's last
-    # commit names that slot. Before, a restart with 4 slots fenced 0..3 and the slots of the last commits only.
+    # commit names that slot. The owner record names all eight ids the run may have used, and a restart with 4 slots
+    # fences them all.
     zombie = open_zombie(bootstrap, settings, unused)
     commit_keys(bootstrap, settings.input_topic, range(5_000_000, 5_000_090), partition=0)
     restarted = job.run(spark, settings.model_copy(update={"txn_slots": 4}))
     assert restarted.records_out == 90 and restarted.slots_fenced == 8
     assert_fenced(zombie)
-    tags = committed(bootstrap, settings)
-    assert {c.slot_ids for c in tags.values()} == {8}, "the count of slot ids ever used is carried on"
-    assert len({c.run for c in tags.values()} - {old_run}) == 1, "every partition is stamped with the new run"
+    owners = Memberless({"bootstrap.servers": bootstrap, "group.id": owner_group(settings.app_id)})
+    owner = read_owner(owners, settings.dead_letter, settings.app_id)
+    owners.close()
+    assert owner.run != old_run and owner.scope == "slot" and owner.fence.slots == 4, owner
+    tags = group_offsets(bootstrap, settings)
+    assert tags[0].run == owner.run, "partition 0's new records were committed by the new run"
 
-    # A task of the old run that makes its producer only now, after the new run's fence (a worker resumed
-    # late), reads the new run's stamp and stops. Before, it committed offsets over the new run's work.
+    # A task of the old run that makes its producer only now, after the new run's claim (a worker resumed late),
+    # reads the owner record and stops before it reads an offset.
     reader = Memberless({"bootstrap.servers": bootstrap, "group.id": settings.app_id})
     late = TaskPlan(app_id=settings.app_id, output_topic=settings.output_topic, dead_letter_topic=settings.dead_letter,
                     process="passthrough", producer_config=settings.producer_config(),
                     group_metadata=reader.consumer_group_metadata(), end_offsets={}, max_retries=0,
                     pre_register=False, batch_id=5, fault=None, txn_scope="slot", input_partitions=3, txn_slots=8,
-                    slot_ids=8, run=old_run)
+                    run=old_run)
     reader.close()
     before = {p: c.offset for p, c in tags.items()}
-    with pytest.raises(SinkPreconditionError, match=rf"^the offset of {settings.input_topic}\[0\] in group"
-                                                    rf" '{settings.app_id}' was committed by run [0-9a-f]{{16}} of this"
-                                                    r" pipeline, which started after this task's driver"):
+    with pytest.raises(SinkPreconditionError, match=rf"^the owner record of pipeline '{settings.app_id}' \(group"
+                                                    rf" '{settings.app_id}.owner'\) names run {owner.run}, not this"
+                                                    rf" writer's run {old_run}: a newer driver has claimed"):
         run_transaction(late, f"{settings.app_id}.slot.{unused}", [], {(settings.input_topic, 0): before[0] + 10**6},
                         slot=unused)
-    assert {p: c.offset for p, c in committed(bootstrap, settings).items()} == before
+    assert {p: c.offset for p, c in group_offsets(bootstrap, settings).items()} == before
     assert_exactly_once(bootstrap, settings)

@@ -15,6 +15,7 @@ def test_the_set_is_exactly_what_the_pipeline_needs():
     access = PipelineAccess("eosbench-x", "User:alice", "in", "out", producer_transactional_id="fill-1")
     assert _rows(pipeline_acls(access)) == [
         ("GROUP", "eosbench-x", "LITERAL", "READ"),
+        ("GROUP", "eosbench-x.owner", "LITERAL", "READ"),
         ("TOPIC", "in", "LITERAL", "READ"),
         ("TOPIC", "in", "LITERAL", "WRITE"),
         ("TOPIC", "out", "LITERAL", "READ"),
@@ -36,7 +37,7 @@ def test_without_a_filler_id_the_prefix_produce_generates_is_granted():
 
 def test_a_topic_named_twice_is_granted_once():
     acls = pipeline_acls(PipelineAccess("a", "User:alice", "in", "out", dead_letter_topic="in"))
-    assert len(acls) == len(set(acls)) == 7
+    assert len(acls) == len(set(acls)) == 8
 
 
 @pytest.mark.parametrize("principal", ["alice", "User:", ":alice"])

@@ -38,6 +38,8 @@ def test_auto_scope_on_the_grouped_source_takes_slot_scope_or_refuses_a_group_pa
             pass
 
     monkeypatch.setattr(sink_start, "_memberless_consumer", lambda _: Consumer())
+    monkeypatch.setattr(sink_start, "_owner_consumer", lambda _: Consumer())
+    monkeypatch.setattr(sink_start, "read_owner", lambda *_: None)
     group = {}
     monkeypatch.setattr(sink_start, "read_committed_offsets", lambda *_: group)
     group.update({p: CommittedOffset(-1, None) for p in (0, 1)})

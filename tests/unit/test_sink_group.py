@@ -15,7 +15,7 @@ class RecordingSink:
 
     def __init__(self, partitions: list[int]):
         self.lock, self.settings = threading.Lock(), SimpleNamespace(input_topic="in")
-        self.partitions, self.recommits = partitions, []
+        self.partitions, self.recommits, self.owner_renewals = partitions, [], 0
 
     def input_partitions(self) -> list[int]:
         """The input's partitions."""
@@ -25,6 +25,10 @@ class RecordingSink:
         """Pretend every partition but 2 has an offset to re-commit."""
         self.recommits.append(list(partitions))
         return [p for p in partitions if p != 2]
+
+    def renew_owner(self) -> None:
+        """Count the owner record's renewals."""
+        self.owner_renewals += 1
 
 
 def test_the_keeper_refreshes_what_no_commit_touched_for_a_third_of_the_retention(monkeypatch):
@@ -39,6 +43,7 @@ def test_the_keeper_refreshes_what_no_commit_touched_for_a_third_of_the_retentio
     clock[0] += 30
     assert keeper.refresh() == [1] and sink.recommits[-1] == [1, 2]
     assert keeper.refresh() == [] and len(sink.recommits) == 2
+    assert sink.owner_renewals == 1, "the owner record, written at the claim, once it is as old as an offset to refresh"
 
 
 def test_the_keeper_judges_staleness_after_the_batch_it_waited_for(monkeypatch):
@@ -82,7 +87,13 @@ def test_auto_gives_a_new_group_slot_scope_and_a_written_group_the_scope_that_wr
         written = {0: CommittedOffset(5, scope), 1: CommittedOffset(-1, None)}
         assert auto_scope(written, "g", realtime=False) == (scope, f"auto: group 'g' holds offsets {scope} scope committed")
     untagged = {0: CommittedOffset(5, None), 1: CommittedOffset(-1, None)}
-    assert auto_scope(untagged, "g", realtime=False)[0] == "partition", "a reset or an untagged commit keeps partition"
+    assert auto_scope(untagged, "g", realtime=False)[0] == "partition", "an eosbench older than the tags ran partition"
+    # A reset (kafka-consumer-groups writes no metadata): the owner record's scope, else the output's newest records'.
+    assert auto_scope(untagged, "g", realtime=False, owner_scope="slot") == (
+        "slot", "auto: the owner record of 'g' names a run of slot scope")
+    assert auto_scope(untagged, "g", realtime=False, output_scope="slot")[0] == "slot"
+    assert auto_scope(none, "g", realtime=False, owner_scope="partition")[0] == "partition", "a run that committed nothing"
+    assert auto_scope(written, "g", realtime=False, owner_scope="slot")[0] == "batch", "tagged offsets decide first"
     with pytest.raises(SinkPreconditionError, match="several scopes \\(partition, slot\\)"):
         auto_scope({0: CommittedOffset(5, "slot"), 1: CommittedOffset(5, "partition")}, "g", realtime=False)
 
@@ -98,7 +109,7 @@ def test_a_scope_tag_is_read_by_its_prefix_and_undecodable_metadata_is_nobodys()
     assert read_committed_offsets(reader(Undecodable()), "in", [0], "app") == {0: CommittedOffset(5, None)}
 
 
-def test_a_slot_scope_tag_carries_its_slot_slot_count_ids_and_run_and_other_tags_carry_none():
+def test_a_tag_carries_its_run_and_a_slot_tag_its_slot_and_older_tags_still_read():
     from streaming.sink_group import new_commit_token, new_run, offset_tag, read_committed_offsets
 
     token = new_commit_token()
@@ -108,11 +119,13 @@ def test_a_slot_scope_tag_carries_its_slot_slot_count_ids_and_run_and_other_tags
         return read_committed_offsets(SimpleNamespace(committed=lambda partitions, timeout: [tp]), "in", [0], "a")[0]
 
     run = new_run()
-    assert read(offset_tag("slot", 64, token, (3, 8), 12, run) + "\x00junk") == CommittedOffset(
-        7, "slot", 64, token, (3, 8), 12, run), "slot, slot count, the slot ids ever used and the run, stray bytes left"
-    assert read(offset_tag("slot", 64, token, (3, 8), 2, run)).slot_ids == 8, "the ids ever used cover today's G"
+    assert read(offset_tag("slot", 64, token, run, (3, 8)) + "\x00junk") == CommittedOffset(
+        7, "slot", 64, token, (3, 8), None, run), "slot, slot count and run, stray bytes left"
+    assert read(offset_tag("partition", 64, token, run)) == CommittedOffset(7, "partition", 64, token, None, None, run)
+    assert read(f"eosbench txn-scope=slot;partitions=64;token={token};slot=3/8;ids=12;run={run};") == CommittedOffset(
+        7, "slot", 64, token, (3, 8), 12, run), "the last release's slot tag, with the slot ids any run had used"
     assert read(f"eosbench txn-scope=slot;partitions=64;token={token};slot=3/8;") == CommittedOffset(
         7, "slot", 64, token, (3, 8)), "a slot tag from before ids and run"
     assert read(offset_tag("partition", 64, token)) == CommittedOffset(7, "partition", 64, token, None)
     with pytest.raises(SinkPreconditionError, match="committed with --txn-scope slot"):
-        check_scope({0: read(offset_tag("slot", 4, token, (0, 2)))}, "in", "app", "partition")
+        check_scope({0: read(offset_tag("slot", 4, token, run, (0, 2)))}, "in", "app", "partition")

@@ -116,8 +116,8 @@ def resolved_scope(settings: StreamSettings) -> tuple[StreamSettings, str | None
         output_scope = evidence.newest_scope() if evidence else None
     scope, why = auto_scope(committed, settings.group_id, settings.realtime_interval is not None,
                             owner.scope if owner else None, output_scope)
-    if settings.source == "grouped" and scope != "slot":
-        raise SinkPreconditionError(f"--txn-scope auto chose {scope} scope ({why}), which --source grouped cannot run"
+    if settings.source == "grouped" and scope == "partition":
+        raise SinkPreconditionError(f"--txn-scope auto chose partition scope ({why}), which --source grouped cannot run"
                                     " (a grouped task holds several Kafka partitions); use --source spark, or a new"
                                     " --app-id for slot scope")
     if settings.txn_slots is not None and scope != "slot":

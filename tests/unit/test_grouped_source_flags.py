@@ -29,7 +29,10 @@ def test_the_grouped_source_runs_slot_and_batch_scope_and_the_baseline_sinks_and
         settings(source="grouped", txn_scope="slot", source_options=("slots=4",))
 
 
-def test_auto_scope_on_the_grouped_source_takes_slot_scope_or_refuses_a_group_partition_scope_wrote(monkeypatch):
+@pytest.mark.parametrize("source", ["spark", "grouped"])
+@pytest.mark.parametrize("tag, chosen", [("partition", "partition"), ("slot", "slot"), ("batch", "batch"), (None, "slot")])
+def test_auto_keeps_the_scope_each_tag_names_on_either_source_but_partition_scope_on_the_grouped_one(
+        monkeypatch, source, tag, chosen):
     class Consumer:
         def list_topics(self, topic, timeout):
             return type("Metadata", (), {"topics": {topic: type("Topic", (), {"partitions": {0: None, 1: None}})}})
@@ -40,15 +43,16 @@ def test_auto_scope_on_the_grouped_source_takes_slot_scope_or_refuses_a_group_pa
     monkeypatch.setattr(sink_start, "_memberless_consumer", lambda _: Consumer())
     monkeypatch.setattr(sink_start, "_owner_consumer", lambda _: Consumer())
     monkeypatch.setattr(sink_start, "read_owner", lambda *_: None)
-    group = {}
+    group = {0: CommittedOffset(5 if tag else -1, tag), 1: CommittedOffset(-1, None)}
     monkeypatch.setattr(sink_start, "read_committed_offsets", lambda *_: group)
-    group.update({p: CommittedOffset(-1, None) for p in (0, 1)})
-    chosen, why = sink_start.resolved_scope(settings(source="grouped", txn_scope="auto"))
-    assert chosen.txn_scope == "slot" and "no committed offsets" in why
-    group.update({p: CommittedOffset(5, "partition") for p in (0, 1)})
-    with pytest.raises(SinkPreconditionError, match=r"^--txn-scope auto chose partition scope .* which --source"
-                                                    r" grouped cannot run"):
-        sink_start.resolved_scope(settings(source="grouped", txn_scope="auto"))
+    if source == "grouped" and chosen == "partition":
+        with pytest.raises(SinkPreconditionError, match=r"^--txn-scope auto chose partition scope .* which --source"
+                                                        r" grouped cannot run"):
+            sink_start.resolved_scope(settings(source=source, txn_scope="auto"))
+        return
+    resolved, why = sink_start.resolved_scope(settings(source=source, txn_scope="auto"))
+    assert resolved.txn_scope == chosen, why
+    assert why.endswith("has no committed offsets)" if tag is None else f"holds offsets {tag} scope committed)")
 
 
 def test_stream_and_soak_take_one_source_and_bench_spark_several():

@@ -123,6 +123,10 @@ def java_error_line(text: str) -> str:
 # exception: <cause> SQLSTATE: …", then dumps the query's offsets and plan; only the cause says why.
 _QUERY_CAUSE = re.compile(r"terminated with exception: (.+?)(?: SQLSTATE: \w+)?$", re.MULTILINE)
 _RAISED = re.compile(r"^[A-Za-z_][\w.]*: \S")  # "ValueError: …", the last line of a Python traceback
+# Spark's Kafka source words data loss over several lines and names the partition and offsets in
+# the last, "Reason: …"; the grouped source puts them first, on the one line.
+_DATA_LOSS = "Some data may have been lost"
+_DATA_LOSS_REASON = re.compile(r"^Reason: (.+?)\.?(?: SQLSTATE: \w+)?$", re.MULTILINE)
 
 
 def streaming_query_failure(error: object) -> EnvironmentFailure:
@@ -143,6 +147,11 @@ def streaming_query_failure(error: object) -> EnvironmentFailure:
         line = java_error_line(python_frames.rpartition(raised[-1])[2])
     elif raised:
         line = raised[-1]
+    if _DATA_LOSS in line:
+        named, _, _ = line.partition(_DATA_LOSS)
+        reason = named.strip().rstrip(".") or next((m[1] for m in _DATA_LOSS_REASON.finditer(text)), "")
+        line = (f"{reason + ': ' if reason else ''}some data may have been lost (records deleted before they were"
+                " read); the source option failOnDataLoss=false goes on without them")
     return EnvironmentFailure(f"the streaming query failed: {line}")
 
 

@@ -114,9 +114,9 @@ class CheckpointLog:
         """Return {partition: start offset} of one batch's ranges, as Spark's Kafka source plans them.
 
         A batch starts where the previous one ended (`offsets/<batchId - 1>`); the query's first
-        batch starts at its initial offsets. A partition missing from both is new, and Spark reads
-        it from its earliest offset, 0 unless data was lost (which fails the query by default); it
-        counts as 0.
+        batch starts at its initial offsets. A partition missing from both is new, and the source
+        reads it from its earliest offset, 0 unless data was lost (which fails the query unless
+        failOnDataLoss=false); it is left out, and the sink takes its start from the source's plan.
         """
         if (batch_id - 1, topic) in self._ends_read:
             return dict(self._ends_read[(batch_id - 1, topic)])

@@ -397,7 +397,10 @@ def _check_whole_range(plan: TaskPlan, topic: str, partition: int, columns: list
     context = TaskContext.get()
     planned = plan.planned_ranges
     planned = planned[context.partitionId()] if planned and context and context.partitionId() < len(planned) else None
-    whole = (topic, partition, plan.start_offsets.get(partition, 0), plan.end_offsets[partition])
+    # A partition new to the query starts where the source planned it (its log start when data was
+    # lost and failOnDataLoss=false let the source go on).
+    start = plan.start_offsets.get(partition, planned[2] if planned and planned[1] == partition else 0)
+    whole = (topic, partition, start, plan.end_offsets[partition])
     outside = [o for records in columns for o in (records.offsets[0], records.offsets[-1]) if not whole[2] <= o < whole[3]]
     if planned != whole or outside:
         raise SinkPreconditionError(

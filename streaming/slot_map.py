@@ -100,7 +100,9 @@ def _whole_in_one_slot(slot_ranges: list[list[tuple]], plan: TaskPlan, topic: st
         slots.append(tuple(sorted(mine)))
     for p, held in pieces.items():
         ranges = sorted((start, end) for _, start, end in held)
-        whole = (plan.start_offsets.get(p, 0), plan.end_offsets.get(p, -1))
+        # A partition new to the query starts where the source planned it: at 0, or, when data was
+        # lost and failOnDataLoss=false let the source go on, at its log start.
+        whole = (plan.start_offsets.get(p, ranges[0][0]), plan.end_offsets.get(p, -1))
         contiguous = all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
         if len({k for k, _, _ in held}) != 1 or not contiguous or (ranges[0][0], ranges[-1][1]) != whole:
             raise SinkPreconditionError(

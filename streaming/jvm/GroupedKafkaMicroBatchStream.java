@@ -305,10 +305,16 @@ final class GroupedKafkaMicroBatchStream implements MicroBatchStream, SupportsAd
             gone.removeAll(addedFrom.keySet());
             reportDataLoss("Cannot find earliest offsets of " + topic + " partitions " + gone);
         }
+        addedFrom.forEach((p, earliest) -> {
+            if (earliest != 0L) {  // records written to it while the query was stopped are gone
+                reportDataLoss("Added partition " + topic + "-" + p + " starts from " + earliest + " instead of 0");
+            }
+        });
         Set<Integer> deleted = new HashSet<>(start.keySet());
         deleted.removeAll(end.keySet());
         if (!deleted.isEmpty()) {
-            reportDataLoss(topic + " partitions " + deleted + " are gone");
+            reportDataLoss("Partitions " + deleted.stream().sorted().map(p -> topic + "-" + p + " (read up to " + start.get(p)
+                + ")").toList() + " have been deleted");
         }
         List<Integer> withRecords = new ArrayList<>();
         Map<Integer, Long> from = new TreeMap<>();
@@ -318,8 +324,8 @@ final class GroupedKafkaMicroBatchStream implements MicroBatchStream, SupportsAd
                 continue;
             }
             if (e.getValue() < begin) {
-                reportDataLoss("Partition " + topic + "-" + e.getKey() + "'s offset was changed from " + begin + " to "
-                    + e.getValue());
+                reportDataLoss("Partition " + topic + "-" + e.getKey() + " offset was changed from " + begin + " to "
+                    + e.getValue() + " (the topic was deleted and created again?)");
             }
             if (e.getValue() > begin) {
                 withRecords.add(e.getKey());

@@ -44,7 +44,6 @@ final class SlotPartitionReader implements PartitionReader<InternalRow> {
     private final Map<Integer, Integer> index = new HashMap<>();
     private final Set<Integer> open = new HashSet<>();
     private final ArrayDeque<ConsumerRecord<byte[], byte[]>> ready = new ArrayDeque<>();
-    private final long deadline;
     private boolean failed;
     private InternalRow current;
 
@@ -61,7 +60,6 @@ final class SlotPartitionReader implements PartitionReader<InternalRow> {
             close();
             throw e;
         }
-        this.deadline = System.currentTimeMillis() + slot.pollTimeoutMs();
     }
 
     private void start() {
@@ -115,29 +113,28 @@ final class SlotPartitionReader implements PartitionReader<InternalRow> {
         }
     }
 
+    /**
+     * kafkaConsumer.pollTimeoutMs bounds each wait for records, as in Spark's source: the clock
+     * starts when the task asks for a row that is not there yet and restarts whenever a poll moves
+     * the slot on (records arrive, or read_committed moves a position past aborted records), so the
+     * time the writer spends between rows never counts.
+     */
     @Override
     public boolean next() {
+        long waitingSince = System.currentTimeMillis();
+        long positions = ready.isEmpty() && !open.isEmpty() ? positions() : 0L;
         while (ready.isEmpty() && !open.isEmpty()) {
-            if (System.currentTimeMillis() > deadline) {
+            if (System.currentTimeMillis() - waitingSince > slot.pollTimeoutMs()) {
                 failed = true;
-                throw new IllegalStateException("slot " + slot.slot() + " of " + slot.topic() + " did not reach the"
-                    + " batch's end (partition:from:until) " + slot.ranges() + " in kafkaConsumer.pollTimeoutMs = " + slot.pollTimeoutMs()
-                    + " ms (partitions still short of it: " + open + ")");
+                throw new IllegalStateException("slot " + slot.slot() + " of " + slot.topic() + " read nothing for"
+                    + " kafkaConsumer.pollTimeoutMs = " + slot.pollTimeoutMs() + " ms short of the batch's end"
+                    + " (partition:from:until) " + slot.ranges() + " (partitions still short of it: " + open + ")");
             }
             ConsumerRecords<byte[], byte[]> records;
             try {
                 records = cached.consumer.poll(Duration.ofMillis(100));
             } catch (OffsetOutOfRangeException e) {
-                if (slot.failOnDataLoss()) {
-                    failed = true;
-                    throw new IllegalStateException("slot " + slot.slot() + " of " + slot.topic() + ": offsets "
-                        + e.offsetOutOfRangePartitions() + " are below the log start (records deleted before they"
-                        + " were read): some data may have been lost. Set the source option failOnDataLoss=false to"
-                        + " read on from the log start", e);
-                }
-                LOG.warn("grouped source: {} below the log start, reading on from it (failOnDataLoss=false)",
-                    e.offsetOutOfRangePartitions());
-                cached.consumer.seekToBeginning(e.offsetOutOfRangePartitions().keySet());
+                skipDeleted(e);
                 continue;
             } catch (KafkaException e) {
                 failed = true;
@@ -147,6 +144,11 @@ final class SlotPartitionReader implements PartitionReader<InternalRow> {
                 take(record);
             }
             closeFinished();
+            long now = positions();
+            if (!records.isEmpty() || now != positions) {
+                waitingSince = System.currentTimeMillis();
+                positions = now;
+            }
         }
         ConsumerRecord<byte[], byte[]> record = ready.poll();
         if (record == null) {
@@ -154,6 +156,35 @@ final class SlotPartitionReader implements PartitionReader<InternalRow> {
         }
         current = toUnsafe.apply(row(record));
         return true;
+    }
+
+    /** The sum of the slot's consumer positions: it grows whenever a poll moves any partition on. */
+    private long positions() {
+        long sum = 0;
+        for (int i = 0; i < slot.size(); i++) {
+            sum += cached.consumer.position(new TopicPartition(slot.topic(), slot.partition(i)));
+        }
+        return sum;
+    }
+
+    /**
+     * Records deleted before they were read (retention, DeleteRecords): Spark's data loss, named by
+     * partition, the offset the slot needed and the log start; with failOnDataLoss=false, read on
+     * from the log start and say what was skipped.
+     */
+    private void skipDeleted(OffsetOutOfRangeException e) {
+        Map<TopicPartition, Long> starts = cached.consumer.beginningOffsets(e.offsetOutOfRangePartitions().keySet());
+        List<String> lost = new ArrayList<>();
+        e.offsetOutOfRangePartitions().forEach((tp, needed) -> lost.add(tp + " needs offset " + needed
+            + " but its log starts at " + starts.get(tp)));
+        if (slot.failOnDataLoss()) {
+            failed = true;
+            throw new IllegalStateException("slot " + slot.slot() + ": " + String.join(", ", lost) + " (records deleted"
+                + " before they were read). Some data may have been lost because they are not available in Kafka any"
+                + " more; set the source option failOnDataLoss to false to read on from the log start", e);
+        }
+        LOG.warn("grouped source: {}: skipping to the log start (failOnDataLoss=false)", String.join(", ", lost));
+        cached.consumer.seekToBeginning(e.offsetOutOfRangePartitions().keySet());
     }
 
     /** Spark's Kafka source's row with includeHeaders; headers are null when a record has none, as there. */

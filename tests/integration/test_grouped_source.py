@@ -7,22 +7,30 @@ at a range's end, across batches or across a change of source fails the test.
 
 from __future__ import annotations
 
+import re
+import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from conf.failures import EnvironmentFailure
 from conf.stream_settings import GROUPED_SOURCE_FORMAT, SOURCE_OPTION_DEFAULTS
+from streaming import job
 from streaming.checkpoint import CheckpointLog
 from streaming.slot_map import slot_groups
 from streaming.topic_index import records_to_end, topic_reader
 from tests.integration.produce_helpers import commit_keys, committed_ids, produce
-from tests.integration.stream_checks import consumers_created
+from tests.integration.stream_checks import assert_exactly_once, consumers_created
 
 
-def drain(spark, bootstrap: str, topic: str, checkpoint, source: str = "grouped", slots: int = 2, **options):
-    """Run one available-now query of `source` into a foreachBatch; return its (key, partition, offset) rows and batch count."""
+def drain(spark, bootstrap: str, topic: str, checkpoint, source: str = "grouped", slots: int = 2, row_ms: int = 0,
+          **options):
+    """Run one available-now query of `source` into a foreachBatch; return its (key, partition, offset) rows and batch count.
+
+    row_ms > 0 makes the writer take that long for each row, in the task that reads it.
+    """
     rows, batches = [], []
     reader = (spark.readStream.format(GROUPED_SOURCE_FORMAT if source == "grouped" else "kafka")
               .options(**SOURCE_OPTION_DEFAULTS).option("kafka.bootstrap.servers", bootstrap)
@@ -34,8 +42,9 @@ def drain(spark, bootstrap: str, topic: str, checkpoint, source: str = "grouped"
 
     def collect(df, batch_id):
         batches.append(batch_id)
+        slow = [f"reflect('java.lang.Thread', 'sleep', cast({row_ms} as bigint)) as slept"] if row_ms else []
         rows.extend((int(r.key), r.partition, r.offset) for r in df.selectExpr(
-            "cast(cast(key as string) as bigint) as key", "partition", "offset").collect())
+            "cast(cast(key as string) as bigint) as key", "partition", "offset", *slow).collect())
 
     query = (reader.load().writeStream.foreachBatch(collect).trigger(availableNow=True)
              .option("checkpointLocation", str(checkpoint)).start())
@@ -106,19 +115,108 @@ def test_exact_reads_at_several_caps_a_source_switch_and_added_partitions(bootst
         assert grouped_offset.parse(line, topic).json() == line
 
 
-def test_data_loss_fails_the_query_unless_failOnDataLoss_is_false(bootstrap, spark, new_topic, tmp_path):
-    topic = new_topic(partitions=1, prefix="lossy")
-    commit_keys(bootstrap, topic, range(0, 50))
-    for checkpoint in ("strict", "lenient"):
-        assert len(drain(spark, bootstrap, topic, tmp_path / checkpoint)[0]) == 50
-    commit_keys(bootstrap, topic, range(50, 100))  # offsets 51..100 (50 is the first commit's marker)
+def test_poll_timeout_bounds_each_wait_for_records_not_the_whole_slot(bootstrap, spark, new_topic, tmp_path):
+    topic = new_topic(partitions=2, prefix="slow")
+    for p in (0, 1):
+        commit_keys(bootstrap, topic, range(100 * p, 100 * p + 40), partition=p)
+    # Each slot's 40 records take 2 s to pass through the writer, in polls of 5: twice the timeout.
+    rows, _ = drain(spark, bootstrap, topic, tmp_path / "slow", row_ms=50, **{"kafkaConsumer.pollTimeoutMs": 1_000,
+                                                                         "kafka.max.poll.records": 5})
+    assert Counter(key for key, _, _ in rows) == Counter([*range(40), *range(100, 140)])
+
+
+def recreate(bootstrap: str, topic: str, partitions: int) -> None:
+    """Delete `topic` and create it again with `partitions` partitions, as an operator starting over would."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for deleted in admin.delete_records([TopicPartition(topic, 0, 80)]).values():
+    admin.delete_topics([topic])[topic].result()
+    deadline = time.monotonic() + 60
+    while True:  # the controller refuses the name until the deletion is done
+        try:
+            admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result()
+            return
+        except KafkaException as refused:
+            if time.monotonic() > deadline:
+                raise
+            assert refused.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS, refused
+            time.sleep(0.5)
+
+
+def delete_below(bootstrap: str, topic: str, partition: int, offset: int) -> None:
+    """DeleteRecords: move the partition's log start to `offset`, as retention would."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for deleted in admin.delete_records([TopicPartition(topic, partition, offset)]).values():
         deleted.result()
-    with pytest.raises(AssertionError, match="failOnDataLoss"):
-        drain(spark, bootstrap, topic, tmp_path / "strict")
-    rows, _ = drain(spark, bootstrap, topic, tmp_path / "lenient", failOnDataLoss="false")
-    assert sorted(key for key, _, _ in rows) == list(range(79, 100)), "read on from the log start"
+
+
+# Each case: what it does to the topic after both sources read it whole, what both failures say
+# (the partition and the offsets), and the records a plain consumer reads that the lenient run must
+# read: from the log start of what was kept.
+def _added_partition(bootstrap, topic):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result()
+    commit_keys(bootstrap, topic, range(1_000, 1_060), partition=2)
+    delete_below(bootstrap, topic, 2, 30)
+    return rf"Added partition {topic}-2 starts from 30 instead of 0", {2: 30}
+
+
+def _trimmed(bootstrap, topic):
+    commit_keys(bootstrap, topic, range(1_000, 1_050), partition=1)  # offsets 11..60 after the first commit's marker
+    delete_below(bootstrap, topic, 1, 40)
+    return rf"{topic}-1\b.*\b11\b|\b11\b.*{topic}-1\b", {1: 40}
+
+
+def _recreated(bootstrap, topic):
+    recreate(bootstrap, topic, 2)
+    commit_keys(bootstrap, topic, range(1_000, 1_005), partition=0)  # ends at 6, below the 11 read
+    return rf"Partition {topic}-(0 offset was changed from 11 to 6|1 offset was changed from 11 to 0)", {}
+
+
+def _partition_gone(bootstrap, topic):
+    recreate(bootstrap, topic, 1)
+    commit_keys(bootstrap, topic, range(1_000, 1_020), partition=0)  # ends at 21, past the 11 read
+    return rf"Partitions \S*{topic}-1\b.* have been deleted", {0: 11}
+
+
+@pytest.mark.parametrize("case", [_added_partition, _trimmed, _recreated, _partition_gone],
+                         ids=["added-partition-past-0", "trimmed", "recreated-topic", "partition-gone"])
+def test_data_loss_fails_both_sources_alike_in_one_line_unless_failOnDataLoss_is_false(bootstrap, spark, new_topic,
+                                                                                       tmp_path, case):
+    topic = new_topic(partitions=2, prefix="lossy")
+    for p in (0, 1):
+        commit_keys(bootstrap, topic, range(100 * p, 100 * p + 10), partition=p)  # offsets 0..9, the marker at 10
+    for source in ("spark", "grouped"):
+        assert len(drain(spark, bootstrap, topic, tmp_path / source, source=source)[0]) == 20
+    failure, kept_from = case(bootstrap, topic)
+    lenient = {}
+    for source in ("spark", "grouped"):
+        with pytest.raises(AssertionError, match="failOnDataLoss") as failed:
+            drain(spark, bootstrap, topic, tmp_path / source, source=source)
+        assert re.search(failure, str(failed.value), re.S), (source, str(failed.value)[:600])
+        # The same checkpoint again, told to go on: it reads what is left, from the log start.
+        rows, _ = drain(spark, bootstrap, topic, tmp_path / source, source=source, failOnDataLoss="false")
+        lenient[source] = Counter((p, o) for _, p, o in rows)
+    expected = Counter({(p, o): n for (p, o), n in committed_positions(bootstrap, topic).items()
+                        if o >= kept_from.get(p, 1 << 62)})
+    assert lenient["grouped"] == lenient["spark"] == expected
+
+
+@pytest.mark.parametrize("source,scope", [("spark", "partition"), ("grouped", "slot")])
+def test_the_job_stops_at_an_added_partition_past_0_and_goes_on_exactly_once_with_failOnDataLoss_false(
+        bootstrap, spark, pipeline, source, scope):
+    settings = pipeline(source=source, txn_scope=scope, max_offsets_per_trigger=None)
+    job.run(spark, settings)
+    topic = settings.input_topic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_partitions([NewPartitions(topic, 4)])[topic].result()
+    commit_keys(bootstrap, topic, range(2_000_000, 2_000_060), partition=3)
+    delete_below(bootstrap, topic, 3, 30)
+    # The command line's exit 3, in one line that names the partition and where it starts.
+    with pytest.raises(EnvironmentFailure, match=rf"^[^\n]*Added partition {topic}-3 starts from 30 instead of 0[^\n]*$"):
+        job.run(spark, settings)
+    # Told to go on, the sink takes the partition from its log start: the 30 records kept, once.
+    lenient = job.run(spark, settings.model_copy(update={"source_options": ("failOnDataLoss=false",)}))
+    assert lenient.records_out == 30
+    assert_exactly_once(bootstrap, settings)
 
 
 def test_the_java_slot_map_is_slot_groups(spark):

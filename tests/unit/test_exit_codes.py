@@ -245,6 +245,29 @@ def test_a_query_failed_in_the_sinks_python_is_named_by_what_raised(error, line)
     assert str(streaming_query_failure(error)) == f"the streaming query failed: {line}"
 
 
+# Data loss as each Kafka source words it: Spark's over several lines, naming the partition in the
+# last; the grouped source's first.
+SPARK_DATA_LOSS = (
+    '[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: Some data may have been lost because they'
+    ' are not available in Kafka any more;\neither the data was aged out by Kafka or the topic may have been deleted'
+    ' before all the data in the\ntopic was processed. If you want your streaming query to fail on such cases, set'
+    ' the\nsource option "failOnDataLoss" to "true".\nReason: Added partition in-3 starts from 30 instead of 0.'
+    ' SQLSTATE: XXKST\n=== Streaming Query ===\nIdentifier: [id = 1, runId = 2]\n')
+GROUPED_DATA_LOSS = (
+    '[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: Added partition in-3 starts from 30'
+    ' instead of 0. Some data may have been lost because they are not available in Kafka any more; either the data'
+    ' was aged out by Kafka or the topic may have been deleted before all the data in the topic was processed. If'
+    " you don't want your streaming query to fail on such cases, set the source option failOnDataLoss to false."
+    ' SQLSTATE: XXKST\n=== Streaming Query ===\n')
+
+
+@pytest.mark.parametrize("error", [SPARK_DATA_LOSS, GROUPED_DATA_LOSS], ids=["spark", "grouped"])
+def test_data_loss_is_one_line_naming_the_partition_and_offsets_alike_on_either_source(error):
+    assert str(streaming_query_failure(error)) == (
+        "the streaming query failed: Added partition in-3 starts from 30 instead of 0: some data may have been lost"
+        " (records deleted before they were read); the source option failOnDataLoss=false goes on without them")
+
+
 @pytest.mark.parametrize("failure,exit_code", [
     (streaming_query_failure(HDFS_DOWN), 3),
     (ExactlyOnceViolation("batch 7: two tasks wrote for one input partition: [('in', 0), ('in', 0)]"), 1),

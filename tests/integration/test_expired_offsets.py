@@ -99,15 +99,17 @@ def test_a_partition_added_after_the_last_commit_does_not_refuse_a_lost_checkpoi
 def test_a_slice_that_outlasts_the_transaction_timeout_commits_in_several(bootstrap, spark, new_topic, tmp_path):
     source, sink = new_topic(partitions=1, prefix="in"), new_topic(partitions=1, prefix="out")
     create_topic(bootstrap, f"{sink}.dlq", 1, 1)
-    produce(bootstrap, source, 30_000, records_per_transaction=2_000, abort_ratio=0.25, seed=27)
-    # One record per request, one request at a time: producing the slice takes several seconds,
-    # longer than the 2 s the coordinator (and librdkafka's message timeout) allow a transaction.
+    produce(bootstrap, source, 60_000, records_per_transaction=2_000, abort_ratio=0.25, seed=27)
+    # One record per request, one request at a time: producing the slice (about 38,000 records)
+    # takes 4 to 8 s on a quiet machine, well past the 1 s (librdkafka's least) that the coordinator
+    # and librdkafka's message timeout allow a transaction. With 2 s and half these records, a
+    # quiet fresh clone produced the slice within the timeout and rightly committed it in one.
     settings = StreamSettings(input_topic=source, output_topic=sink, bootstrap_server=bootstrap,
                               app_id=f"app-{sink}", checkpoint=tmp_path / "checkpoint",
-                              producer_props=("transaction.timeout.ms=2000", "batch.num.messages=1",
+                              producer_props=("transaction.timeout.ms=1000", "batch.num.messages=1",
                                               "max.in.flight.requests.per.connection=1"))
     summary = job.run(spark, settings)
     assert summary.batches == 1 and summary.outcomes["committed"] > 1, "one slice, several transactions"
     assert_exact(bootstrap, settings, app_id=settings.app_id)
     ends = {p: end for p, (_, end) in stable_and_end_offsets(bootstrap, source).items()}
-    assert sum(ends.values()) > 30_000
+    assert sum(ends.values()) > 60_000

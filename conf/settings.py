@@ -188,6 +188,8 @@ class JarBundle(BaseModel):
     java_sources: tuple[str, ...] = ()
     # META-INF/services/<interface> files of that jar: interface -> implementing classes.
     services: dict[str, tuple[str, ...]] = {}
+    # Resolved by the first command that uses it, not by `eosbench setup` (the peers' engines).
+    on_first_use: bool = False
 
     @field_validator("artifacts", "managed")
     @classmethod

@@ -1,8 +1,9 @@
-"""The benchmarks' commands (`bench writes|produce|spark|latency|checkpoint|streaming|protocol|sweep` and `report`), arguments by handler."""
+"""The benchmarks' commands (`bench writes|produce|spark|latency|checkpoint|streaming|protocol|peers|sweep` and `report`), arguments by handler."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from conf.settings import SettingsError, validation_error_line
 from conf.stream_settings import INTERVAL, StreamSettings
 from conf.workload_settings import DEFAULT_WORKLOAD, packaged_workloads, workload_path
 from eosbench.bench.checkpoint import STORES as CHECKPOINT_STORES
+from eosbench.bench.peers import ARMS as PEER_ARMS
 from eosbench.bench.protocol import ENGINES as PROTOCOL_ENGINES
 from eosbench.console.arguments import (bootstrap_flag, kafka_connection, non_negative_int, positive_float,
                                         positive_int, renamed_flag)
@@ -221,6 +223,22 @@ def add_bench_parser(commands) -> None:
                                  " (default: the local `eosbench s3`'s file)")
     checkpoint.add_argument("--results-dir", type=Path, default=Path("results"), help="where the PNG and JSON go")
 
+    peers = benches.add_parser("peers", parents=[bootstrap],
+                               help="the Spark job beside Kafka Streams and Flink, exactly-once and at-least-once,"
+                                    " each draining the same input in a process of its own")
+    peers.add_argument("--records", type=positive_int, default=400_000,
+                       help="records produced into each input, 100 B each (default: %(default)s)")
+    peers.add_argument("--partitions", type=positive_int, nargs="+", default=[4, 64, 256],
+                       help="one input per partition count (default: 4 64 256)")
+    peers.add_argument("--arms", nargs="+", choices=PEER_ARMS, default=list(PEER_ARMS),
+                       help="what drains each input (default: all six)")
+    peers.add_argument("--rounds", type=positive_int, default=3, help="rounds, arm order rotated (default: 3)")
+    peers.add_argument("--transaction-abort-ratio", type=float, default=0.1,
+                       help="share of the input's transactions aborted (default: %(default)s)")
+    peers.add_argument("--threads", type=positive_int, default=os.cpu_count() or 2,
+                       help="Kafka Streams' stream threads and Flink's parallelism (default: the cores, %(default)s)")
+    peers.add_argument("--results-dir", type=Path, default=Path("results"), help="where the JSON goes")
+
     sweep = benches.add_parser("sweep", help="a grid from a workload file, every sink side by side; rows to Delta")
     sweep.add_argument("--workload", type=workload_path, default=DEFAULT_WORKLOAD, metavar="NAME|FILE",
                        help=f"a workload file, or the name of one that ships with eosbench"
@@ -258,6 +276,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise BadInput("--command-config needs --bootstrap-server: without it the sweep runs its own PLAINTEXT"
                            " clusters")
         run_sweep(load_workload(args.workload), args.workload.stem, args.results_dir, bootstrap, args.port)
+    elif args.bench_command == "peers":
+        from eosbench.bench import peers
+
+        if not 0.0 <= args.transaction_abort_ratio < 1.0:
+            raise BadInput(f"--transaction-abort-ratio must be in [0.0, 1.0), got {args.transaction_abort_ratio}")
+        peers.run(bootstrap, args.records, sorted(set(args.partitions)), args.rounds, list(dict.fromkeys(args.arms)),
+                  args.transaction_abort_ratio, args.results_dir, args.threads)
     elif args.bench_command == "protocol":
         from conf.settings import output_file_problem
         from eosbench.bench import protocol

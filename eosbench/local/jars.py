@@ -232,8 +232,8 @@ def _resolve_into(bundle: JarBundle, target: Path) -> None:
 
 
 def resolve_all() -> dict[str, list[Path]]:
-    """Resolve every bundle in conf/jars.yaml; used by `eosbench setup`."""
-    return {name: resolve_bundle(name) for name in load_jar_bundles()}
+    """Resolve every bundle in conf/jars.yaml but those resolved on first use; used by `eosbench setup`."""
+    return {name: resolve_bundle(name) for name, bundle in load_jar_bundles().items() if not bundle.on_first_use}
 
 
 def kafka_tools_command(tool: str, heap_mb: int = 512) -> list[str]:

@@ -9,7 +9,8 @@ import java.util.zip.CRC32;
 /**
  * streaming/process.py in Java, for the real-time writer, which transforms records in the
  * executor's JVM: the verifier recomputes each output value in Python, so both must write the same
- * bytes (tests/unit/test_realtime.py runs {@link #main} against the Python transforms).
+ * bytes (tests/unit/test_realtime.py runs {@link #main} against the Python transforms). The peer
+ * engines (peers/jvm/) compile it too, so that they write the same bytes.
  */
 public final class RecordProcess {
     static final byte[] POISON_PREFIX = "POISON".getBytes(StandardCharsets.US_ASCII);
@@ -18,13 +19,13 @@ public final class RecordProcess {
     }
 
     /** streaming/process.py's poison test: a value that starts with POISON goes to the dead-letter topic. */
-    static boolean isPoison(byte[] value) {
+    public static boolean isPoison(byte[] value) {
         return value != null && value.length >= POISON_PREFIX.length
             && Arrays.equals(value, 0, POISON_PREFIX.length, POISON_PREFIX, 0, POISON_PREFIX.length);
     }
 
     /** streaming/process.py's transform of a record that is not poison (a tombstone stays one). */
-    static byte[] transform(String process, byte[] key, byte[] value) {
+    public static byte[] transform(String process, byte[] key, byte[] value) {
         if (value == null || process.equals("passthrough")) {
             return value;
         }

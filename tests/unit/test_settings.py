@@ -109,9 +109,9 @@ def test_cluster_shape_is_validated(field, value):
         ClusterSettings(**{field: value})
 
 
-def test_jar_bundles_name_kafka_tools_jmx_agent_spark_delta_hdfs_yarn_and_s3():
+def test_jar_bundles_name_kafka_tools_jmx_agent_spark_delta_hdfs_yarn_s3_and_the_peers():
     bundles = load_jar_bundles()
-    assert set(bundles) == {"kafka", "jmx-exporter", "spark", "hdfs", "yarn", "s3proxy", "s3a"}
+    assert set(bundles) == {"kafka", "jmx-exporter", "spark", "hdfs", "yarn", "s3proxy", "s3a", "kafka-streams", "flink"}
     artifacts = {gav.rsplit(":", 1)[0] for bundle in bundles.values() for gav in bundle.artifacts}
     assert {
         "org.apache.kafka:kafka_2.13",

@@ -1,0 +1,315 @@
+"""`eosbench bench peers`: the Spark job beside Kafka Streams and Flink, exactly-once and at-least-once.
+
+Every arm drains the same pre-filled input (per partition count) as a process of its own, started
+cold, as a user would start it: the Spark job as `eosbench stream --trigger available-now`, the
+peers as eosbench/local/peers.py runs them. One observer times them all alike from outside: it
+looks at the output's last stable offsets (one ListOffsets read_committed a look, twice a second),
+so what it sees is what a read_committed reader could read. From that timeline each arm gets the
+time to its first visible output, its whole-run rate (committed input over the time from its
+launch to its last visible output) and its steady rate (the records made visible between the
+timeline's 10 % and 90 % marks over the time between them, start-up and the tail left out). CPU
+seconds are every process of the arm's session, from /proc, just before it is stopped. Afterwards
+the verifier judges each arm's output: the exactly-once arms must be exact, and the at-least-once
+arms' duplicates are counted. Kafka's consumer perf test and one librdkafka consumer read the same
+input beside them: the anchor. Arms rotate over the rounds; medians are printed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka.admin import OffsetSpec
+
+from conf.client_config import Connection, connection
+from conf.produce_settings import ProduceSettings
+from eosbench.bench.consumer_anchor import anchors
+from eosbench.console.errors import EnvironmentProblem
+from eosbench.local.kafka_admin import admin_client, create_topic
+from eosbench.local.peers import PeerSettings, peer_command
+from eosbench.local.processes import Child, descendants
+from producers.perf import ProducerPerformance
+from streaming.verify import verify
+
+PROCESS = "checksum"
+# The Spark job's trigger, and so the peers' commit and checkpoint interval (eosbench/local/peers.py).
+COMMIT_INTERVAL_MS = 1000
+LOOK_EVERY_S = 0.5
+# A drain is over once the output holds every committed input record and has not moved for this long.
+SETTLED_S = 3.0
+DRAIN_TIMEOUT_S = 600.0
+# engine, guarantee: what each arm runs. The Spark job's best exactly-once arm is slot scope on the
+# grouped source (docs/benchmarks.md); its at-least-once arm is Spark's own Kafka sink.
+ARMS = {
+    "spark-eos": ("spark", "exactly-once"),
+    "spark-alo": ("spark", "at-least-once"),
+    "kafka-streams-eos": ("kafka-streams", "exactly-once"),
+    "kafka-streams-alo": ("kafka-streams", "at-least-once"),
+    "flink-eos": ("flink", "exactly-once"),
+    "flink-alo": ("flink", "at-least-once"),
+}
+
+
+@dataclass
+class Drain:
+    """One arm's drain of one input, as the observer and /proc saw it."""
+
+    arm: str
+    partitions: int
+    round: int
+    records: int  # committed input records the arm had to copy
+    first_output_s: float | None = None  # launch to its first visible output
+    wall_s: float | None = None  # launch to its last visible output
+    records_per_s: float | None = None  # whole run
+    steady_records_per_s: float | None = None  # between the 10 % and 90 % marks
+    cpu_s: float | None = None
+    records_per_cpu_s: float | None = None
+    duplicates: int = 0
+    exact: bool = False
+    load_average: float = 0.0
+    violations: list[str] = field(default_factory=list)
+
+
+class VisibleOutput:
+    """The sum of an output's last stable offsets over time, looked at from a thread of its own."""
+
+    def __init__(self, bootstrap: str | Connection, topics: list[str]):
+        self._admin = admin_client(bootstrap)
+        self._topics = topics
+        self._partitions: list[TopicPartition] = []
+        self.timeline: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        """Begin looking; each look appends (monotonic time, visible offsets)."""
+        metadata = self._admin.list_topics(timeout=30)
+        self._partitions = [TopicPartition(topic, p) for topic in self._topics
+                            for p in metadata.topics[topic].partitions]
+        self._thread.start()
+
+    def look(self) -> int:
+        """The output's visible offsets now: what a read_committed reader could read, markers included."""
+        requests = {tp: OffsetSpec.latest() for tp in self._partitions}
+        futures = self._admin.list_offsets(requests, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=30)
+        return sum(future.result().offset for future in futures.values())
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.timeline.append((time.monotonic(), self.look()))
+            self._stop.wait(LOOK_EVERY_S)
+
+    def stop(self) -> None:
+        """Stop looking."""
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def settled_at(self, at_least: int) -> float | None:
+        """When the output last moved, if it holds `at_least` offsets and has not moved for SETTLED_S."""
+        if not self.timeline or self.timeline[-1][1] < at_least:
+            return None
+        looked_at, last = self.timeline[-1]
+        changed_at = looked_at
+        for t, visible in reversed(self.timeline):
+            if visible != last:
+                break
+            changed_at = t
+        return changed_at if looked_at - changed_at >= SETTLED_S else None
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of a process and every descendant still running (reaped children included)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for each in [pid, *descendants(pid)]:
+        try:
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
+    return total / ticks
+
+
+def spark_command(bootstrap: str | Connection, arm: str, input_topic: str, output_topic: str, app_id: str,
+                  checkpoint: Path, max_offsets: int) -> list[str]:
+    """`eosbench stream` draining the input available-now: slot scope on the grouped source, or Spark's Kafka sink."""
+    target = connection(bootstrap)
+    sink = ["--sink", "kafka-eos", "--txn-scope", "slot", "--source", "grouped"] if arm == "spark-eos" \
+        else ["--sink", "kafka-alo"]
+    return [sys.executable, "-m", "eosbench.cli", "stream", "--bootstrap-server", target.bootstrap,
+            *target.tool_arguments(), "--input-topic", input_topic, "--output-topic", output_topic,
+            "--app-id", app_id, "--checkpoint", str(checkpoint), "--trigger", "available-now",
+            "--max-offsets-per-trigger", str(max_offsets), "--process", PROCESS, *sink]
+
+
+def fill(bootstrap: str | Connection, topic: str, records: int, partitions: int, abort_ratio: float) -> int:
+    """The input: `records` of 100 B in 100 ms transactions, `abort_ratio` of them aborted; returns the committed count."""
+    create_topic(bootstrap, topic, partitions, 1)
+    settings = ProduceSettings(topic=topic, bootstrap_server=str(bootstrap), num_records=records, record_size=100,
+                               throughput=-1, transaction_duration_ms=100, transaction_abort_ratio=abort_ratio,
+                               seed=7, producer_props=("acks=all",),
+                               command_config=connection(bootstrap).client_config.path)
+    summary = ProducerPerformance(settings, out=io.StringIO()).run()
+    print(f"filled {topic}: {summary.records_committed:,} committed records ({records:,} produced) in"
+          f" {partitions} partitions", flush=True)
+    return summary.records_committed
+
+
+def marks(timeline: list[tuple[float, int]], start: float) -> tuple[float | None, float | None]:
+    """(first visible output, steady rate in offsets/s between the 10 % and 90 % marks) of a timeline from `start`."""
+    base = timeline[0][1] if timeline else 0
+    moved = [(t, visible - base) for t, visible in timeline if visible > base]
+    if not moved:
+        return None, None
+    final = moved[-1][1]
+    low = next(entry for entry in moved if entry[1] >= 0.1 * final)
+    high = next(entry for entry in moved if entry[1] >= 0.9 * final)
+    steady = (high[1] - low[1]) / (high[0] - low[0]) if high[0] > low[0] else None
+    return moved[0][0] - start, steady
+
+
+def drain(bootstrap: str | Connection, arm: str, input_topic: str, committed: int, partitions: int, round_number: int,
+          scratch: Path, max_offsets: int, threads: int) -> Drain:
+    """Run one arm over the whole input in a process of its own, time it from outside, then verify its output."""
+    engine, guarantee = ARMS[arm]
+    tag = f"{arm}-p{partitions}-r{round_number}-{uuid.uuid4().hex[:6]}"
+    output, app_id = f"{input_topic}-{tag}", f"bench-peers-{tag}"
+    create_topic(bootstrap, output, partitions, 1)
+    create_topic(bootstrap, f"{output}.dlq", partitions, 1)
+    if engine == "spark":
+        command = spark_command(bootstrap, arm, input_topic, output, app_id, scratch / tag / "checkpoint", max_offsets)
+    else:
+        command = peer_command(PeerSettings(engine, guarantee, input_topic, output, app_id, scratch / tag / "state",
+                                            process=PROCESS, threads=threads,
+                                            commit_interval_ms=COMMIT_INTERVAL_MS), bootstrap)
+    result = Drain(arm, partitions, round_number, committed)
+    watch = VisibleOutput(bootstrap, [output, f"{output}.dlq"])
+    child = Child(arm, scratch / "logs")
+    watch.start()
+    started = time.monotonic()
+    child.start(command)
+    try:
+        deadline = started + DRAIN_TIMEOUT_S
+        while (settled := watch.settled_at(committed)) is None:
+            if time.monotonic() > deadline:
+                raise EnvironmentProblem(f"{arm} did not drain {committed:,} records in {DRAIN_TIMEOUT_S:g} s"
+                                         f" (log: {child.log_path})")
+            if child.alive():
+                # Sampled as it runs: the Spark arm ends by itself once it has drained (available-now),
+                # and its last half second is all this misses.
+                result.cpu_s = cpu_seconds(child.pid)
+            elif child.exit_code() != 0:
+                raise EnvironmentProblem(f"{arm} exited {child.exit_code()}: {child.last_lines(1)[:300]}"
+                                         f" (log: {child.log_path})")
+            time.sleep(LOOK_EVERY_S)
+        if child.alive():
+            result.cpu_s = cpu_seconds(child.pid)
+        result.load_average = os.getloadavg()[0]
+    finally:
+        child.kill(signal.SIGKILL)
+        watch.stop()
+    result.wall_s = settled - started
+    result.records_per_s = committed / result.wall_s
+    first, steady_offsets = marks(watch.timeline, started)
+    final_offsets = watch.timeline[-1][1] - watch.timeline[0][1]
+    # The timeline counts transaction markers too; the records share the offsets' rate in proportion.
+    result.first_output_s = first
+    report = verify(bootstrap, input_topic, output, None, f"{output}.dlq", process=PROCESS)
+    delivered = report.output_committed + report.dead_lettered
+    result.steady_records_per_s = steady_offsets * delivered / final_offsets if steady_offsets and final_offsets else None
+    result.records_per_cpu_s = committed / result.cpu_s if result.cpu_s else None
+    result.duplicates = report.duplicates
+    result.violations = list(report.violations)
+    result.exact = not report.violations and report.duplicates == report.lost == 0 and delivered == committed
+    return result
+
+
+def run(bootstrap: str | Connection, records: int, partition_counts: list[int], rounds: int, arms: list[str],
+        abort_ratio: float, output_dir: Path, threads: int) -> dict:
+    """Fill an input per partition count, drain it with every arm over the rounds, print and return the report."""
+    run_id = uuid.uuid4().hex[:8]
+    scratch = Path(tempfile.mkdtemp(prefix="eosbench-bench-peers-"))
+    drains: list[Drain] = []
+    anchor_reads: dict[int, dict] = {}
+    for partitions in partition_counts:
+        source = f"eosbench-peers-{run_id}-p{partitions}"
+        committed = fill(bootstrap, source, records, partitions, abort_ratio)
+        # About twenty micro-batches a drain, the cap every Spark arm reads with.
+        max_offsets = max(1, committed // 20)
+        anchor_reads[partitions] = anchors(bootstrap, source)
+        for reader, read in anchor_reads[partitions].items():
+            print(f"{partitions:>4} partitions anchor {reader:<25} {read['records_per_sec']:>10,.0f} records/s"
+                  f" (load average {os.getloadavg()[0]:.2f})", flush=True)
+        for round_number in range(1, rounds + 1):
+            shift = (round_number - 1) % len(arms)
+            for arm in arms[shift:] + arms[:shift]:  # rotated, so that no arm always goes first
+                done = drain(bootstrap, arm, source, committed, partitions, round_number, scratch, max_offsets, threads)
+                drains.append(done)
+                print(_line(done), flush=True)
+    report = {"run_id": run_id, "records": records, "abort_ratio": abort_ratio, "rounds": rounds, "threads": threads,
+              "commit_interval_ms": COMMIT_INTERVAL_MS, "process": PROCESS, "drains": [asdict(d) for d in drains],
+              "anchors": {str(p): reads for p, reads in anchor_reads.items()},
+              "settings": {engine: PeerSettings(engine, "exactly-once", "<in>", "<out>", "<app>", Path("<state>"),
+                                                threads=threads, commit_interval_ms=COMMIT_INTERVAL_MS).chosen_settings()
+                           for engine in ("kafka-streams", "flink")},
+              "medians": medians(drains)}
+    output_dir.mkdir(parents=True, exist_ok=True)
+    path = output_dir / f"peers-bench-{run_id}.json"
+    path.write_text(json.dumps(report, indent=2))
+    _print(report, path)
+    return report
+
+
+def medians(drains: list[Drain]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """{partitions: {arm: {figure: median over rounds}}}."""
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for done in drains:
+        out.setdefault(str(done.partitions), {}).setdefault(done.arm, {})
+    for partitions, by_arm in out.items():
+        for arm in by_arm:
+            mine = [d for d in drains if str(d.partitions) == partitions and d.arm == arm]
+            for figure in ("steady_records_per_s", "records_per_s", "wall_s", "first_output_s", "records_per_cpu_s"):
+                values = [getattr(d, figure) for d in mine if getattr(d, figure) is not None]
+                by_arm[arm][figure] = statistics.median(values) if values else None
+            by_arm[arm]["exact_rounds"] = sum(d.exact for d in mine)
+            by_arm[arm]["duplicates"] = sum(d.duplicates for d in mine)
+    return out
+
+
+def _figure(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _line(done: Drain) -> str:
+    return (f"{done.partitions:>4} partitions round {done.round} {done.arm:<18} steady"
+            f" {_figure(done.steady_records_per_s, ',.0f'):>9} records/s, whole {_figure(done.records_per_s, ',.0f'):>9}"
+            f" records/s in {_figure(done.wall_s, '.1f')} s, first output {_figure(done.first_output_s, '.1f')} s,"
+            f" {_figure(done.records_per_cpu_s, ',.0f')} records/CPU-s, {'exact' if done.exact else 'NOT EXACT'}"
+            f"{f', {done.duplicates:,} duplicates' if done.duplicates else ''} (load average {done.load_average:.2f})")
+
+
+def _print(report: dict, path: Path) -> None:
+    print(f"\npeers bench {report['run_id']}: medians of {report['rounds']} round(s), {report['threads']} threads,"
+          f" commit interval {report['commit_interval_ms']} ms")
+    for partitions, by_arm in report["medians"].items():
+        print(f"{partitions} partitions:")
+        for arm, figures in by_arm.items():
+            print(f"  {arm:<18} steady {_figure(figures['steady_records_per_s'], ',.0f'):>9} records/s,"
+                  f" whole {_figure(figures['records_per_s'], ',.0f'):>9} records/s,"
+                  f" wall {_figure(figures['wall_s'], '.1f')} s, first output {_figure(figures['first_output_s'], '.1f')} s,"
+                  f" {_figure(figures['records_per_cpu_s'], ',.0f')} records/CPU-s,"
+                  f" exact {figures['exact_rounds']}/{report['rounds']}, duplicates {figures['duplicates']:,}")
+    for engine, chosen in report["settings"].items():
+        print(f"{engine} settings: " + ", ".join(f"{name}={value}" for name, value in chosen.items()))
+    print(f"report: {path}")

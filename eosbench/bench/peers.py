@@ -3,7 +3,7 @@
 Every arm drains the same pre-filled input (per partition count) as a process of its own, started
 cold, as a user would start it: the Spark job as `eosbench stream --trigger available-now`, the
 peers as eosbench/local/peers.py runs them. One observer times them all alike from outside: it
-looks at the output's last stable offsets (one ListOffsets read_committed a look, twice a second),
+looks at the output's last stable offsets (one ListOffsets read_committed a look, five a second),
 so what it sees is what a read_committed reader could read. From that timeline each arm gets the
 time to its first visible output, its whole-run rate (committed input over the time from its
 launch to its last visible output) and its steady rate (the records made visible between the
@@ -29,7 +29,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from conf.client_config import Connection, connection
@@ -45,7 +45,9 @@ from streaming.verify import verify
 PROCESS = "checksum"
 # The Spark job's trigger, and so the peers' commit and checkpoint interval (eosbench/local/peers.py).
 COMMIT_INTERVAL_MS = 1000
-LOOK_EVERY_S = 0.5
+# Five looks a second: a peer drains 400,000 records in about 4 s, and its 10 % to 90 % span needs
+# more than a handful of looks.
+LOOK_EVERY_S = 0.2
 # A drain is over once the output holds every committed input record and has not moved for this long.
 SETTLED_S = 3.0
 DRAIN_TIMEOUT_S = 600.0
@@ -89,6 +91,7 @@ class VisibleOutput:
         self._topics = topics
         self._partitions: list[TopicPartition] = []
         self.timeline: list[tuple[float, int]] = []
+        self.failed: str | None = None  # the error of the last look, while looks fail
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -107,8 +110,21 @@ class VisibleOutput:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.timeline.append((time.monotonic(), self.look()))
+            try:
+                self.timeline.append((time.monotonic(), self.look()))
+                self.failed = None
+            except KafkaException as exc:
+                # A new topic's leaders reach the admin's metadata a moment after it is created
+                # (NOT_LEADER_FOR_PARTITION): that look is skipped, and only a lasting failure counts.
+                if not exc.args[0].retriable():
+                    self.failed = str(exc.args[0])
+                    return
+                self.failed = self.failed or str(exc.args[0])
             self._stop.wait(LOOK_EVERY_S)
+
+    def looking(self) -> bool:
+        """Tell whether the looks go on (a failure that is not retriable ends them)."""
+        return self._thread.is_alive()
 
     def stop(self) -> None:
         """Stop looking."""
@@ -204,7 +220,9 @@ def drain(bootstrap: str | Connection, arm: str, input_topic: str, committed: in
         while (settled := watch.settled_at(committed)) is None:
             if time.monotonic() > deadline:
                 raise EnvironmentProblem(f"{arm} did not drain {committed:,} records in {DRAIN_TIMEOUT_S:g} s"
-                                         f" (log: {child.log_path})")
+                                         f" (log: {child.log_path}; the output's offsets: {watch.failed or 'read'})")
+            if not watch.looking():
+                raise EnvironmentProblem(f"cannot read {output}'s offsets: {watch.failed}")
             if child.alive():
                 # Sampled as it runs: the Spark arm ends by itself once it has drained (available-now),
                 # and its last half second is all this misses.
@@ -295,7 +313,8 @@ def _line(done: Drain) -> str:
     return (f"{done.partitions:>4} partitions round {done.round} {done.arm:<18} steady"
             f" {_figure(done.steady_records_per_s, ',.0f'):>9} records/s, whole {_figure(done.records_per_s, ',.0f'):>9}"
             f" records/s in {_figure(done.wall_s, '.1f')} s, first output {_figure(done.first_output_s, '.1f')} s,"
-            f" {_figure(done.records_per_cpu_s, ',.0f')} records/CPU-s, {'exact' if done.exact else 'NOT EXACT'}"
+            f" {_figure(done.records_per_cpu_s, ',.0f')} records/CPU-s,"
+            f" {'exact' if done.exact else 'NOT EXACT: ' + (done.violations or ['short of the input'])[0][:120]}"
             f"{f', {done.duplicates:,} duplicates' if done.duplicates else ''} (load average {done.load_average:.2f})")
 
 

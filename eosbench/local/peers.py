@@ -60,6 +60,9 @@ class PeerSettings:
                     # Static membership: a relaunch takes its old members' places at once, without the
                     # rebalance that waits out the dead members' session.timeout.ms (45 s).
                     "group.instance.id": f"{self.app_id}-instance",
+                    # exactly_once_v2 reads read_committed by itself; at_least_once reads aborted records
+                    # too unless told, which is no guarantee of this pipeline's (every other arm reads committed).
+                    "consumer.isolation.level": "read_committed",
                     "state.dir": str(self.state_dir)}
         return {"flink.parallelism.default": str(self.threads),
                 "flink.execution.checkpointing.interval": f"{self.commit_interval_ms} ms",

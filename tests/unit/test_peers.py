@@ -24,7 +24,7 @@ def settings(engine: str, guarantee: str = "exactly-once") -> peers.PeerSettings
 def test_each_engine_is_set_up_for_its_guarantee_as_its_documentation_advises():
     assert settings("kafka-streams").chosen_settings() == {
         "processing.guarantee": "exactly_once_v2", "num.stream.threads": "2", "commit.interval.ms": "1000",
-        "group.instance.id": "app-instance", "state.dir": "/state"}
+        "group.instance.id": "app-instance", "consumer.isolation.level": "read_committed", "state.dir": "/state"}
     assert settings("kafka-streams", "at-least-once").chosen_settings()["processing.guarantee"] == "at_least_once"
     flink = settings("flink").chosen_settings()
     assert flink["flink.parallelism.default"] == "2" and flink["flink.execution.checkpointing.interval"] == "1000 ms"

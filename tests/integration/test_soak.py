@@ -42,7 +42,7 @@ SOAK_METRICS_PORT = 19600
 SOAK_PROMETHEUS_PORT = 19690
 SPARK_MASTER_PORT, SPARK_UI_PORT = 17077, 18080
 SOAK_HDFS_PORT = 29020  # its NameNode; 29021-29024 its HTTP and DataNode ports
-REALTIME_FAULTS = ("kill-broker", "kill-driver", "pause-broker", "delete-checkpoint", "restart-producer")
+REALTIME_FAULTS = ("kill-broker", "kill-driver", "pause-broker", "delete-checkpoint")
 CLUSTER_FAULTS = ("kill-worker", "kill-executor", "restart-hdfs", "zombie-executor")
 YARN_S3_FAULTS = ("kill-container", "restart-nodemanager", "restart-s3")
 
@@ -140,10 +140,10 @@ def test_realtime_mode_on_three_sasl_ssl_brokers_survives_every_local_fault_kind
     # producers), the progress sampler and every verify connect with the admin's client.properties.
     # A broker kill fails the writer's transactions mid-flight, a driver kill replays an epoch, the
     # coordinator's leader paused for 12 s outlasts the writer's 10 s transaction timeout (so the
-    # coordinator aborts the transaction in flight when it wakes), a deleted checkpoint resumes from
-    # the group's offsets and the producer restarts with --resume. Faults by count, not by time: the
-    # ISR gate before a broker fault waits for a restarted broker to catch up, which a slow machine
-    # takes long over. The real Prometheus scrapes it throughout, so the soak dashboard is proven on a
+    # coordinator aborts the transaction in flight when it wakes) and a deleted checkpoint resumes
+    # from the group's offsets; the producer's restart is the copier soak's. Faults by count, not
+    # by time: the ISR gate before a broker fault waits for a restarted broker to catch up, which a
+    # slow machine takes long over. The real Prometheus scrapes it throughout, so the soak dashboard is proven on a
     # soak. kill-executor, which a local real-time job has no process for, is the standalone soak's;
     # the broker faults are this soak's alone (micro-batch mode meets them in docs/soak.md's long
     # soaks), which keeps the two cluster soaks to the kinds only their setups have.

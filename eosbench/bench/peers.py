@@ -16,7 +16,6 @@ input beside them: the anchor. Arms rotate over the rounds; medians are printed.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -33,13 +32,12 @@ from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from conf.client_config import Connection, connection
-from conf.produce_settings import ProduceSettings
 from eosbench.bench.consumer_anchor import anchors
+from eosbench.bench.inputs import fill_input
 from eosbench.console.errors import EnvironmentProblem
 from eosbench.local.kafka_admin import admin_client, create_topic
 from eosbench.local.peers import PeerSettings, peer_command
 from eosbench.local.processes import Child, descendants
-from producers.perf import ProducerPerformance
 from streaming.verify import verify
 
 PROCESS = "checksum"
@@ -171,15 +169,11 @@ def spark_command(bootstrap: str | Connection, arm: str, input_topic: str, outpu
 
 def fill(bootstrap: str | Connection, topic: str, records: int, partitions: int, abort_ratio: float) -> int:
     """The input: `records` of 100 B in 100 ms transactions, `abort_ratio` of them aborted; returns the committed count."""
-    create_topic(bootstrap, topic, partitions, 1)
-    settings = ProduceSettings(topic=topic, bootstrap_server=str(bootstrap), num_records=records, record_size=100,
-                               throughput=-1, transaction_duration_ms=100, transaction_abort_ratio=abort_ratio,
-                               seed=7, producer_props=("acks=all",),
-                               command_config=connection(bootstrap).client_config.path)
-    summary = ProducerPerformance(settings, out=io.StringIO()).run()
-    print(f"filled {topic}: {summary.records_committed:,} committed records ({records:,} produced) in"
-          f" {partitions} partitions", flush=True)
-    return summary.records_committed
+    committed = fill_input(bootstrap, topic, records, partitions, transaction_duration_ms=100,
+                           transaction_abort_ratio=abort_ratio, seed=7)
+    print(f"filled {topic}: {committed:,} committed records ({records:,} produced) in {partitions} partitions",
+          flush=True)
+    return committed
 
 
 def marks(timeline: list[tuple[float, int]], start: float) -> tuple[float | None, float | None]:
@@ -290,18 +284,18 @@ def run(bootstrap: str | Connection, records: int, partition_counts: list[int], 
 
 
 def medians(drains: list[Drain]) -> dict[str, dict[str, dict[str, float | None]]]:
-    """{partitions: {arm: {figure: median over rounds}}}."""
-    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    """{partitions: {arm: {figure: median over rounds}}}, with each arm's exact rounds and duplicates summed."""
+    rounds: dict[tuple[str, str], list[Drain]] = {}
     for done in drains:
-        out.setdefault(str(done.partitions), {}).setdefault(done.arm, {})
-    for partitions, by_arm in out.items():
-        for arm in by_arm:
-            mine = [d for d in drains if str(d.partitions) == partitions and d.arm == arm]
-            for figure in ("steady_records_per_s", "records_per_s", "wall_s", "first_output_s", "records_per_cpu_s"):
-                values = [getattr(d, figure) for d in mine if getattr(d, figure) is not None]
-                by_arm[arm][figure] = statistics.median(values) if values else None
-            by_arm[arm]["exact_rounds"] = sum(d.exact for d in mine)
-            by_arm[arm]["duplicates"] = sum(d.duplicates for d in mine)
+        rounds.setdefault((str(done.partitions), done.arm), []).append(done)
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for (partitions, arm), mine in rounds.items():
+        figures = {}
+        for figure in ("steady_records_per_s", "records_per_s", "wall_s", "first_output_s", "records_per_cpu_s"):
+            values = [getattr(d, figure) for d in mine if getattr(d, figure) is not None]
+            figures[figure] = statistics.median(values) if values else None
+        out.setdefault(partitions, {})[arm] = {**figures, "exact_rounds": sum(d.exact for d in mine),
+                                               "duplicates": sum(d.duplicates for d in mine)}
     return out
 
 

@@ -28,7 +28,6 @@ transaction are those the protocol made.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import re
@@ -44,8 +43,8 @@ from datetime import datetime
 from pathlib import Path
 
 from conf.client_config import Connection, connection
-from conf.produce_settings import ProduceSettings
 from conf.local_servers import JMX_EXPORTER_PORT_OFFSET
+from eosbench.bench.inputs import fill_input
 from eosbench.console.errors import BadInput, CheckFailed, EnvironmentProblem
 from eosbench.local.jars import kafka_tools_command, transactional_copier_command
 from eosbench.local.kafka_admin import cluster_metadata, create_topic
@@ -279,14 +278,8 @@ def _arm(bootstrap: str | Connection, engine: str, size: int, source: dict, run_
 
 def _fill(bootstrap: str | Connection, topic: str, records: int, size: int, replication: int) -> int:
     """One input partition, written in transactions of `size` records, a seeded fifth aborted; return the committed."""
-    from producers.perf import ProducerPerformance
-
-    create_topic(bootstrap, topic, 1, replication)
-    settings = ProduceSettings(topic=topic, bootstrap_server=str(bootstrap), num_records=records, record_size=100,
-                               throughput=-1, records_per_transaction=size, transaction_abort_ratio=FILL_ABORT_RATIO,
-                               seed=18, producer_props=("acks=all",),
-                               command_config=connection(bootstrap).client_config.path)
-    return ProducerPerformance(settings, out=io.StringIO()).run().records_committed
+    return fill_input(bootstrap, topic, records, 1, replication, records_per_transaction=size,
+                      transaction_abort_ratio=FILL_ABORT_RATIO, seed=18)
 
 
 def engines_on(cluster: Connection, engines: list[str]) -> tuple[list[str], str | None]:

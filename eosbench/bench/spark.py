@@ -29,7 +29,6 @@ wait against the job's 1 ms.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import statistics
@@ -41,10 +40,10 @@ from pathlib import Path
 import numpy as np
 
 from conf.client_config import Connection, connection
-from conf.produce_settings import ProduceSettings
 from conf.stream_settings import SOURCE_OPTION_DEFAULTS, StreamSettings
 from eosbench.bench import results
 from eosbench.bench.consumer_anchor import anchors
+from eosbench.bench.inputs import fill_input
 from eosbench.bench.latency import fed_input
 from eosbench.bench.protocol import exporter_urls, request_counts
 from eosbench.bench.spark_figures import (ARM, COORDINATOR_REQUESTS, SOURCE_REQUESTS, arm_of, consumers_created,
@@ -54,7 +53,6 @@ from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.kafka_admin import cluster_metadata, create_topic
 from eosbench.bench.report import EOS_OVER_ALO_TARGET
 from eosbench.local.spark import cluster_spark_conf, spark_session
-from producers.perf import ProducerPerformance
 from streaming import job
 from streaming.session import consumer_cache_defaults
 from streaming.stats import STARTUP_BATCHES, histogram_percentile
@@ -107,12 +105,8 @@ def variant_tag(variant: str) -> str:
 
 
 def _fill(bootstrap: str | Connection, topic: str, records: int, partitions: int) -> None:
-    create_topic(bootstrap, topic, partitions, 1)
-    settings = ProduceSettings(topic=topic, bootstrap_server=str(bootstrap), num_records=records, record_size=100,
-                               throughput=-1, transaction_duration_ms=100, producer_props=("acks=all",),
-                               command_config=connection(bootstrap).client_config.path)
-    summary = ProducerPerformance(settings, out=io.StringIO()).run()
-    print(f"filled {topic}: {summary.records_committed:,} records in {partitions} partitions", flush=True)
+    committed = fill_input(bootstrap, topic, records, partitions, transaction_duration_ms=100)
+    print(f"filled {topic}: {committed:,} records in {partitions} partitions", flush=True)
 
 
 def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets: int, rounds: int, latency_seconds: int,

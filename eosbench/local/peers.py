@@ -77,10 +77,11 @@ class PeerSettings:
 def peer_command(settings: PeerSettings, target: str | Connection) -> list[str]:
     """The java command line that runs one peer pipeline until it is killed."""
     bundle = resolve_bundle(settings.engine)
-    secured = connection(target).client_config.path
+    cluster = connection(target)
+    secured = cluster.client_config.path
     arguments = {"input.topic": settings.input_topic, "output.topic": settings.output_topic,
                  "dead.letter.topic": settings.dead_letter_topic, "process": settings.process,
-                 "application.id": settings.app_id, "bootstrap.servers": connection(target).bootstrap,
+                 "application.id": settings.app_id, "bootstrap.servers": cluster.bootstrap,
                  **({"command.config": str(secured)} if secured is not None else {}),
                  **({"checkpoint.dir": str(settings.state_dir)} if settings.engine == "flink" else {}),
                  **settings.chosen_settings()}

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the seeded producer (names from DESIGN.md, section "Metrics").
+"""Prometheus metrics of the seeded producer (names from docs/design.md, section "Metrics").
 
 The send-latency histogram is fed in bulk from numpy arrays of latencies: a per-record
 `Histogram.observe()` costs about a microsecond under its lock, which is the whole per-record

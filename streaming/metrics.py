@@ -1,4 +1,4 @@
-"""Prometheus metrics of the streaming driver (names from DESIGN.md, section "Metrics").
+"""Prometheus metrics of the streaming driver (names from docs/design.md, section "Metrics").
 
 Everything is updated once per micro-batch from what the tasks returned and from the query's
 progress; the driver never touches a record. The end-to-end latency histogram arrives already

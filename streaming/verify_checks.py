@@ -1,4 +1,4 @@
-"""The exactly-once verifier's arithmetic: every check of DESIGN.md's "Verification", over integers.
+"""The exactly-once verifier's arithmetic: every check of docs/design.md's "What the verifier judges", over integers.
 
 Only integers are kept (sequence numbers, partitions, offsets), in numpy arrays, so millions of
 records fit in a few tens of megabytes; payloads are never held (streaming/topic_index.py reads

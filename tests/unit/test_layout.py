@@ -1,4 +1,8 @@
-"""The floors and rooms import one way only, lazy imports inside functions included (DESIGN.md's layout)."""
+"""The floors and rooms import one way only, lazy imports inside functions included.
+
+The layout is docs/design.md's "The code: three floors, and rooms in the top one", mapped file by
+file in docs/code-layout.md.
+"""
 
 from __future__ import annotations
 

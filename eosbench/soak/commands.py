@@ -24,10 +24,11 @@ def add_soak_parser(commands) -> None:
     soak.add_argument("--faults", help=f"comma-separated kinds, injected in a seeded round robin (a kind named twice"
                       " comes twice a round)"
                       f" ({', '.join(FAULT_KINDS)}; default: {','.join(DEFAULT_FAULTS)}, less the Spark-only ones"
-                      " with --pipeline java-copier)")
+                      " with a pipeline other than spark)")
     soak.add_argument("--pipeline", choices=PIPELINES, default="spark",
-                      help="what copies input to output: the Spark job (default), or Kafka's TransactionalMessageCopier,"
-                           " one process per input partition (kill-driver then SIGKILLs one copier)")
+                      help="what copies input to output: the Spark job (default); Kafka's TransactionalMessageCopier,"
+                           " one process per input partition (kill-driver then SIGKILLs one copier); or a peer engine,"
+                           " Kafka Streams or Flink, exactly-once (kill-driver then SIGKILLs its JVM)")
     soak.add_argument("--txn-scope", choices=("partition", "slot", "batch", "auto"), default="auto",
                       help="the Spark job's transaction scope, as `eosbench stream --txn-scope` (default: %(default)s)")
     soak.add_argument("--txn-slots", type=positive_ints, default=(), metavar="G[,G…]",

@@ -73,7 +73,7 @@ class FaultKind:
     inject: Callable[[SoakUnderFaults, int], str]
     prepare: Callable[[SoakUnderFaults], None] | None = None  # waits, before the round's clock starts, until it is fair
     check: Callable[[SoakOptions], None] | None = None  # raises BadInput when the options rule the kind out
-    spark_only: bool = False  # breaks a part of Spark, which `--pipeline java-copier` does not run
+    spark_only: bool = False  # breaks a part of Spark, which the other pipelines do not run
 
 
 FAULTS: dict[str, FaultKind] = {}
@@ -178,13 +178,20 @@ def needs_yarn_master(options: SoakOptions) -> None:
 
 @fault_kind("kill-driver")
 def kill_driver(soak: SoakUnderFaults, occurrence: int) -> str:
-    """SIGKILL the Spark driver and its session (java-copier: one copier, in turn), then restart it."""
+    """SIGKILL the Spark driver and its session (java-copier: one copier, in turn; a peer: its JVM), then restart it."""
     if soak.pipeline.copiers:
         copier = soak.pipeline.copiers[occurrence % len(soak.pipeline.copiers)]
         pid = soak.pipeline.restart(copier)
         return f"SIGKILL {copier.name} pid {pid}; restarted from its group's committed offset"
     pid = soak.pipeline.restart(soak.pipeline.stream)
+    if soak.pipeline.peer:
+        return f"SIGKILL {soak.pipeline.stream.name} pid {pid}; restarted from {PEER_RESUMES_FROM[soak.pipeline.peer]}"
     return f"SIGKILL driver pid {pid} and its session; restarted from the checkpoint"
+
+
+# Where each peer's relaunch takes up the work (peers/jvm/): Kafka Streams from its group's
+# offsets, committed in its transactions; Flink from the newest checkpoint it retained.
+PEER_RESUMES_FROM = {"kafka-streams": "its group's committed offsets", "flink": "its newest retained checkpoint"}
 
 
 def has_an_executor_to_kill(options: SoakOptions) -> None:
@@ -437,8 +444,12 @@ def refuse_unrunnable_faults(options: SoakOptions) -> None:
     if not options.faults:
         raise BadInput("--faults: name at least one fault")
     spark_only = [kind for kind in options.faults if FAULTS[kind].spark_only]
-    if options.pipeline == "java-copier" and spark_only:
-        raise BadInput(f"--faults {spark_only[0]}: a Spark-only fault, and --pipeline java-copier runs no Spark")
+    if options.pipeline != "spark" and spark_only:
+        # Flink's TaskManager would be its executor, but the local MiniCluster runs it in the job's JVM.
+        minicluster = (" (Flink's TaskManagers run inside the job's own JVM on its local MiniCluster: kill-driver"
+                       " kills them)" if options.pipeline == "flink" and spark_only[0] == "kill-executor" else "")
+        raise BadInput(f"--faults {spark_only[0]}: a Spark-only fault, and --pipeline {options.pipeline} runs no Spark"
+                       f"{minicluster}")
     for kind in options.faults:
         if FAULTS[kind].check:
             FAULTS[kind].check(options)

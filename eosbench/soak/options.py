@@ -13,7 +13,10 @@ from conf.settings import validation_error_line
 from conf.stream_settings import REALTIME_PREFIX, StreamSettings, checkpoint_uri
 from eosbench.console.errors import BadInput
 
-PIPELINES = ("spark", "java-copier")
+PIPELINES = ("spark", "java-copier", "kafka-streams", "flink")
+# The pipelines that run an engine other than Spark, the peers a user would weigh it against
+# (eosbench/local/peers.py): one supervised process each, exactly-once, judged by the same verifier.
+PEER_PIPELINES = ("kafka-streams", "flink")
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class SoakOptions:
     max_faults: int | None = None  # end early after this many rounds (--duration still bounds the soak)
     security: str = "plaintext"  # the soak's local cluster: plaintext or sasl-ssl
     command_config: Path | None = None  # the pipeline's client settings (default: the cluster's own, admin if secured)
-    pipeline: str = "spark"  # what copies input to output: the Spark job, or Kafka's TransactionalMessageCopier
+    pipeline: str = "spark"  # what copies input to output: the Spark job, Kafka's copier, Kafka Streams or Flink
     txn_scope: str = "auto"  # the Spark job's transactional sink scope (--txn-scope): a new soak's group gets slot
     source: str = "spark"  # the Spark job's Kafka source (--source): Spark's, or the grouped one
     txn_slots: tuple[int, ...] = ()  # slot scope's G, drawn (seeded) from these at each launch of the stream

@@ -8,7 +8,10 @@ TransactionalMessageCopier takes the stream's place, one supervised child per in
 (`copier-<partition>`), as in Kafka's transactions system test: its group is the app id and its
 transactional ids are `<app id>.<input topic>.<partition>`, as the sink's. A copier copies up to
 its partition's end offset as of its launch and then exits 0 (it has no endless mode), so a copier
-that ended so is relaunched at once, resuming from its group's offset, and is no restart.
+that ended so is relaunched at once, resuming from its group's offset, and is no restart. With
+`--pipeline kafka-streams` or `flink` the peer engine (eosbench/local/peers.py) takes the stream's
+place, exactly-once, as one supervised JVM: its group is the app id, its state under the run's
+folder (`peer-state`), from which a relaunched Flink job resumes.
 """
 
 from __future__ import annotations
@@ -31,11 +34,12 @@ from conf.stream_settings import checkpoint_uri
 from eosbench.console.errors import EnvironmentProblem
 from eosbench.local.executor_env import executor_environment, ships_environment, spark_submit_command
 from eosbench.local.jars import resolve_bundle, transactional_copier_command
+from eosbench.local.peers import PeerSettings, peer_command
 from eosbench.local.processes import Child
 from eosbench.local.s3 import render_properties, s3a_checkpoint_session, write_private
 from eosbench.local.spark import cluster_spark_conf
 from eosbench.local.spark_cluster import StandaloneCluster
-from eosbench.soak.options import SoakOptions
+from eosbench.soak.options import PEER_PIPELINES, SoakOptions
 from streaming import job
 
 VISIBILITY_LOG = "visibility.log"
@@ -64,8 +68,13 @@ class Pipeline:
         self.producer = Child("producer", output_dir / "logs", env)
         self.copiers = ([Child(f"copier-{partition}", output_dir / "logs", env) for partition in range(options.partitions)]
                         if options.pipeline == "java-copier" else [])
+        self.peer = options.pipeline if options.pipeline in PEER_PIPELINES else None  # the peer engine, if one runs
+        self.peer_state_dir = output_dir / "peer-state"  # Kafka Streams' state.dir, Flink's retained checkpoints
+        self._peer_settings = PeerSettings(self.peer, "exactly-once", self.input_topic, self.output_topic, self.app_id,
+                                           self.peer_state_dir, heap_mb=384) if self.peer else None
         # An s3a:// checkpoint adds hadoop-aws, its SDK and the checkpoint file manager.
-        self._spark_jars = [*resolve_bundle("spark"), *(resolve_bundle("s3a") if options.s3_checkpoint else [])]
+        self._spark_jars = ([*resolve_bundle("spark"), *(resolve_bundle("s3a") if options.s3_checkpoint else [])]
+                            if options.pipeline == "spark" else [])
         on_cluster = ships_environment(options.master) and options.pipeline == "spark"
         # Built once per soak (or taken from the cache): every relaunch of the stream ships the same archive.
         self._environment = executor_environment() if on_cluster else None
@@ -75,7 +84,7 @@ class Pipeline:
         self._yarn_conf = (cluster_spark_conf("yarn", {}, options.yarn_state_dir)
                            if on_cluster and options.master == "yarn" else None)
         stream_env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"} if self._yarn_conf else env
-        self.stream = Child("stream", output_dir / "logs", stream_env)
+        self.stream = Child(self.peer or "stream", output_dir / "logs", stream_env)
         # Each launch of the stream draws its slot count from --txn-slots, seeded apart from the fault order.
         self._slot_draws = random.Random(f"{options.seed}/txn-slots")
         self.slot_launches: list[int] = []  # the slot count of each launch, in order (with --txn-slots)
@@ -155,11 +164,13 @@ class Pipeline:
                                             self.options.records_per_transaction, heap_mb=128)
 
     def start(self, child: Child) -> None:
-        """Launch (or relaunch) the producer, the stream or a copier."""
+        """Launch (or relaunch) the producer, the stream, a copier or the peer."""
         if child is self.producer:
             child.start(self._producer_command())
         elif child in self.copiers:
             child.start(self._copier_command(self.copiers.index(child)))
+        elif self._peer_settings:
+            child.start(peer_command(self._peer_settings, self.bootstrap))
         else:
             shutil.rmtree(self.driver_scratch, ignore_errors=True)  # the last driver's: it is dead
             self.driver_scratch.mkdir(parents=True)  # java.io.tmpdir must exist before the JVM starts

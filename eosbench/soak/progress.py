@@ -71,6 +71,21 @@ class ProgressSampler:
         with self._lock:
             return self.samples[-1][1] if self.samples else 0
 
+    def committed_now(self) -> int | None:
+        """The committed total read at this moment, by a consumer of its own; None if the cluster does not answer."""
+        consumer = Consumer(self._config, logger=CLIENT_LOG)
+        try:
+            return sum(max(0, tp.offset) for tp in consumer.committed(self._partitions, timeout=5))
+        except Exception:  # a broker restarting: the caller falls back on the latest sample
+            return None
+        finally:
+            consumer.close()
+
+    def first_move(self, after_s: float, above: int) -> float | None:
+        """When the first sample taken after `after_s` (seconds since the start) found the total above `above`."""
+        with self._lock:
+            return next((at for at, total in self.samples if at > after_s and total > above), None)
+
     def offsets_and_runs(self) -> dict[int, tuple[int, str | None]]:
         """Per partition, the committed offset and the run that committed it (slot scope), at the latest sample."""
         with self._lock:

@@ -96,7 +96,10 @@ class Soak:
         o, p = self.options, self.pipeline
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.say(f"soak {self.run_id}: {o.duration_s:g} s, faults {', '.join(o.faults)}, {o.brokers} broker(s),"
-                 f" master {o.master}, checkpoint {self.pipeline.checkpoint}; report in {self.output_dir}")
+                 f" {what_copies(o, self.pipeline)}; report in {self.output_dir}")
+        if o.brokers == 1 and "kill-broker" in o.faults:
+            self.say("note: on one broker, kill-broker can make Kafka itself commit an aborted transaction's records"
+                     " (docs/soak.md, Found while soaking); run --brokers 3 to judge the pipeline under broker kills")
         started_cluster = not self.cluster.running_nodes()  # a cluster the soak starts, it stops
         self.cluster.start()
         self.bootstrap = self.pipeline.bootstrap = (
@@ -189,12 +192,18 @@ class Soak:
         # Alternating targets (coordinator or leader, executor JVM or Python worker) go by the
         # kind's own count, so that every kind meets each of its targets.
         record.detail = fault.inject(self, sum(1 for f in self.report.faults if f.kind == kind))
+        # The fault is undone and a killed process reaped: a commit seen above this total is its successor's.
+        undone_at, settled = self._elapsed(), sampler.committed_now()
+        settled = sampler.processed() if settled is None else settled
         self._keep_alive()
         if self.wait_for(lambda: sampler.recovered(record.at_s, self._elapsed(), baseline),
                          self.options.recovery_timeout_s, "throughput to recover"):
             record.recovery_s = round(self._elapsed() - record.at_s, 1)
+        first_commit = sampler.first_move(undone_at, settled)
+        record.first_commit_s = round(first_commit - record.at_s, 1) if first_commit is not None else None
         self.verifier.after_fault(record, self.say)
-        self.say(f"fault {index + 1}: {kind}: {record.detail}; recovered in {record.recovery_s} s;"
+        self.say(f"fault {index + 1}: {kind}: {record.detail}; first commit after {record.first_commit_s} s,"
+                 f" recovered in {record.recovery_s} s;"
                  f" verify {'ok' if not record.violations else 'FAILED: ' + '; '.join(record.violations)}"
                  f" ({record.records_checked:,} records in {record.verify_s} s;"
                  f" every open transaction ended within {record.stable_after_s} s)"
@@ -285,6 +294,15 @@ class Soak:
             if free < MIN_FREE_DISK_BYTES:
                 raise EnvironmentProblem(f"only {free / 1024**2:,.0f} MB left on the disk of {folder}: the soak stops"
                                          " before its brokers, HDFS and Spark run out of space")
+
+
+def what_copies(options: SoakOptions, pipeline: Pipeline) -> str:
+    """What the soak's start line says of the pipeline: the Spark master and checkpoint, or what else copies."""
+    if pipeline.peer:
+        return f"{pipeline.peer} exactly-once, its state in {pipeline.peer_state_dir}"
+    if pipeline.copiers:
+        return f"Kafka's copier, {len(pipeline.copiers)} processes"
+    return f"master {options.master}, checkpoint {pipeline.checkpoint}"
 
 
 def soak_yarn(options: SoakOptions) -> LocalYarn | None:

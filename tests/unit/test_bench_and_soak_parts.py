@@ -121,8 +121,10 @@ def test_incremental_indexes_read_from_the_end_they_read_to_and_append(monkeypat
 
 def _report() -> SoakReport:
     report = SoakReport("abc", {"duration_s": "60"}, 0.0, seconds=75.0, finished=True)
-    report.faults = [FaultRecord(0, "kill-driver", 10.0, "SIGKILL driver", recovery_s=12.5, records_checked=100),
-                     FaultRecord(1, "kill-driver", 30.0, "SIGKILL driver", recovery_s=20.0, records_checked=200),
+    report.faults = [FaultRecord(0, "kill-driver", 10.0, "SIGKILL driver", recovery_s=12.5, first_commit_s=9.5,
+                                 records_checked=100),
+                     FaultRecord(1, "kill-driver", 30.0, "SIGKILL driver", recovery_s=20.0, first_commit_s=14.0,
+                                 records_checked=200),
                      FaultRecord(2, "pause-broker", 50.0, "SIGSTOP", recovery_s=None, records_checked=300)]
     report.final = {"input_committed": 400, "output_committed": 400, "input_aborted": 40, "output_aborted_hidden": 3}
     report.timeline = [(t * 0.5, int(t * 100)) for t in range(150)]
@@ -133,11 +135,14 @@ def test_soak_report_counts_survivals_and_recovery_by_kind(tmp_path):
     report = _report()
     assert not report.ok, "a fault that never recovered fails the soak"
     kinds = report.by_kind()
-    assert kinds["kill-driver"] == {"injected": 2, "survived": 2, "recovery_median_s": 20.0, "recovery_max_s": 20.0}
+    assert kinds["kill-driver"] == {"injected": 2, "survived": 2, "recovery_median_s": 20.0, "recovery_max_s": 20.0,
+                                    "first_commit_median_s": 14.0, "first_commit_max_s": 14.0}
     assert kinds["pause-broker"]["survived"] == 0 and kinds["pause-broker"]["recovery_median_s"] is None
+    assert kinds["pause-broker"]["first_commit_median_s"] is None
     markdown = report_markdown(report)
     assert markdown.startswith("# Soak abc: FAILED")
-    assert "| kill-driver | 2 | 2 | 20.0 | 20.0 |" in markdown
+    assert "| kill-driver | 2 | 2 | 14.0 | 14.0 | 20.0 | 20.0 |" in markdown
+    assert "| 1 | 10.0 | kill-driver | SIGKILL driver | 9.5 | 12.5 | 100 |" in markdown
     write_report(report, tmp_path)
     assert json.loads((tmp_path / "report.json").read_text())["by_kind"]["kill-driver"]["injected"] == 2
     assert (tmp_path / "timeline.png").read_bytes()[:4] == b"\x89PNG"
@@ -191,7 +196,7 @@ def test_soak_throughput_between_faults_runs_from_each_recovery_to_the_next_faul
     markdown = (tmp_path / "report.md").read_text()
     assert "- throughput between faults (from each recovery to the next fault): 200 committed input offsets/s" \
            " over 8 s in 1 windows" in markdown
-    assert "| kill-driver | 2 | 2 | 20.0 | 20.0 | 200 |" in markdown
+    assert "| kill-driver | 2 | 2 | 14.0 | 14.0 | 20.0 | 20.0 | 200 |" in markdown
 
 
 def test_soak_visibility_goes_to_the_fault_before_each_commit(tmp_path):
@@ -202,7 +207,7 @@ def test_soak_visibility_goes_to_the_fault_before_each_commit(tmp_path):
     assert {period: figures["samples"] for period, figures in visibility.items()} == {
         "all": 4, "before the first fault": 1, "kill-driver": 2, "pause-broker": 1}
     assert (visibility["kill-driver"]["p50_ms"], visibility["kill-driver"]["max_ms"]) == (300.0, 400.0)
-    assert "| pause-broker | 1 | 0 | None | None | — | p50 2000 ms, p99 2000 ms, max 2000 ms (1 transactions) |" in (
+    assert "| pause-broker | 1 | 0 | None | None | None | None | — | p50 2000 ms, p99 2000 ms, max 2000 ms (1 transactions) |" in (
         tmp_path / "report.md").read_text()
 
 
@@ -420,10 +425,11 @@ def test_the_soaks_drain_check_accepts_a_group_stopped_before_an_aborted_tail_an
     assert verifier.drained() is False
 
 
-def test_a_java_copier_soak_without_faults_skips_the_spark_only_kinds_and_keeps_kill_driver():
+@pytest.mark.parametrize("pipeline", ["java-copier", "kafka-streams", "flink"])
+def test_a_soak_of_another_engine_without_faults_skips_the_spark_only_kinds_and_keeps_kill_driver(pipeline):
     from eosbench.soak.faults import default_faults
-    assert default_faults("java-copier") == (("kill-driver", "kill-broker", "pause-broker", "restart-producer"),
-                                             ("kill-executor", "delete-checkpoint"))
+    assert default_faults(pipeline) == (("kill-driver", "kill-broker", "pause-broker", "restart-producer"),
+                                        ("kill-executor", "delete-checkpoint"))
     assert default_faults("spark") == (("kill-driver", "kill-executor", "kill-broker", "pause-broker",
                                         "delete-checkpoint", "restart-producer"), ())
 
@@ -660,3 +666,48 @@ def test_each_launch_of_a_slot_scope_soaks_stream_draws_its_slot_count_seeded_an
     pipe.start(pipe.stream)
     assert "--txn-slots" not in launched[0] and pipe.slot_launches == []
     assert "slot counts" not in report_markdown(SoakReport("r2", {}, 0.0))
+
+
+def test_the_first_commit_after_a_fault_is_the_first_sample_after_it_was_undone_above_the_total_then():
+    from eosbench.soak.progress import ProgressSampler
+    sampler = ProgressSampler.__new__(ProgressSampler)
+    sampler._lock = threading.Lock()
+    # The killed run's last commit (120) shows only after the kill was undone at 10.0: it is not the successor's.
+    sampler.samples = [(9.0, 100), (9.5, 100), (10.5, 120), (11.0, 120), (14.5, 120), (15.0, 160), (15.5, 200)]
+    assert sampler.first_move(10.0, 120) == 15.0
+    assert sampler.first_move(10.0, 200) is None
+    assert sampler.first_move(15.0, 120) == 15.5, "only samples after the moment count"
+
+
+def test_recovery_splits_each_relaunch_into_the_drivers_steps_from_the_kill(tmp_path):
+    from eosbench.bench.recovery import EngineRecovery, relaunch_steps, start_timelines
+    from streaming.job import START_TIMELINE
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    first = {"python": 100.0, "main": 101.0, "session": 105.0, "first_commit": 112.0}
+    second = {"python": 203.0, "main": 204.0, "session": 207.5, "sink": 208.0, "source": 208.5, "query": 209.0,
+              "first_batch": 210.0, "first_commit": 211.5}
+    (logs / "stream-1.log").write_text(f"noise\n{START_TIMELINE}{json.dumps(first)}\nbatch 0\n")
+    (logs / "stream-2.log").write_text(f"{START_TIMELINE}{json.dumps(second)}\n")
+    (logs / "stream-3.log").write_text("died before its first batch\n")
+    timelines = start_timelines(logs)
+    assert timelines == [first, second]
+    assert relaunch_steps(timelines, killed_at=200.0) == {
+        "python": 3.0, "main": 1.0, "session": 3.5, "sink": 0.5, "source": 0.5, "query": 0.5, "first_batch": 1.0,
+        "first_commit": 1.5}
+    assert relaunch_steps(timelines, killed_at=300.0) is None, "no launch after that kill printed its timeline"
+    measured = EngineRecovery("spark", first_commit_s=[11.5, 9.0, 30.0], recovery_s=[13.0, 12.0, 31.0],
+                              steps_s=[{"python": 3.0, "session": 3.5}, {"python": 2.0, "session": 4.5}])
+    summary = measured.summary()
+    assert summary["first_commit_s"] == {"median": 11.5, "max": 30.0} and summary["recovery_s"]["median"] == 13.0
+    assert summary["spark_steps_median_s"] == {"python": 2.5, "session": 4.0} and summary["rounds"] == 3
+
+
+def test_the_drivers_start_timeline_is_one_line_of_marks_each_kept_at_its_first_time():
+    from streaming.job import START_TIMELINE, StartTimeline, process_started_at
+    timeline = StartTimeline()
+    began = process_started_at()
+    assert began is not None and began <= time.time() and timeline.marks["python"] == began
+    timeline.mark("session", 50.0)
+    timeline.mark("session", 60.0)
+    assert timeline.line() == START_TIMELINE + json.dumps({"python": round(began, 3), "session": 50.0})

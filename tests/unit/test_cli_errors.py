@@ -155,6 +155,11 @@ def test_broker_unreachable(unreachable_runs, command):
         (["soak", "--duration", "1m", "--max-faults", "0"], "--max-faults: must be at least 1"),
         (["soak", "--duration", "1m", "--pipeline", "java-copier", "--faults", "kill-driver,delete-checkpoint"],
          "--faults delete-checkpoint: a Spark-only fault, and --pipeline java-copier runs no Spark"),
+        (["soak", "--duration", "1m", "--pipeline", "flink", "--faults", "kill-driver,kill-executor"],
+         "--faults kill-executor: a Spark-only fault, and --pipeline flink runs no Spark (Flink's TaskManagers run"
+         " inside the job's own JVM on its local MiniCluster: kill-driver kills them)"),
+        (["soak", "--duration", "1m", "--pipeline", "kafka-streams", "--source", "grouped", "--faults", "kill-driver"],
+         "--source grouped is the Spark job's; --pipeline kafka-streams runs no Spark"),
         (["soak", "--duration", "1m", "--pipeline", "java-copier", "--faults", "kill-driver", "--security", "sasl-ssl"],
          "--pipeline java-copier: Kafka's TransactionalMessageCopier takes no client settings; run it on a plaintext"
          " cluster (no --security sasl-ssl, no --command-config)"),

@@ -285,6 +285,46 @@ def print_batch(batch: BatchStats, out=None, note: str | None = None) -> None:
           file=out or sys.stdout, flush=True)
 
 
+START_TIMELINE = "start timeline "
+
+
+def process_started_at(pid: int | str = "self") -> float | None:
+    """When a process began, in wall-clock seconds (Linux's /proc; None elsewhere)."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        booted = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                      if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return booted + ticks / os.sysconf("SC_CLK_TCK")
+
+
+class StartTimeline:
+    """When each step of the driver's start ended, in wall-clock seconds, printed once its first batch has committed.
+
+    A restart after a crash is these steps end to end: spark-submit's JVM up to this Python
+    driver (`python`: the process began), its imports (`main`), the Spark session (`session`), the
+    sink's start checks, claim and fences (`sink`), the source (`source`: in slot scope its slot map
+    settled, with Spark's the starting offsets), the query's start (`query`), Spark planning the
+    first batch (`first_batch`: its tasks begin), and that batch run and committed
+    (`first_commit`). `bench peers --recovery` reads the line from the driver's log.
+    """
+
+    def __init__(self):
+        self.marks: dict[str, float] = {}
+        started = process_started_at()
+        if started is not None:
+            self.marks["python"] = started
+
+    def mark(self, step: str, at: float | None = None) -> None:
+        """Note that `step` ended now (or at `at`); a step keeps its first mark."""
+        self.marks.setdefault(step, time.time() if at is None else at)
+
+    def line(self) -> str:
+        """The one line the driver prints: START_TIMELINE and the marks as JSON."""
+        return START_TIMELINE + json.dumps({step: round(at, 3) for step, at in self.marks.items()})
+
+
 def _visibility_observer(settings: StreamSettings, metrics):
     """A started VisibilityObserver of the sink's topics when the settings ask for one, else None."""
     if not settings.visibility_observed:
@@ -296,11 +336,12 @@ def _visibility_observer(settings: StreamSettings, metrics):
 
 
 def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] | None = None,
-        metrics=None, echo: bool = True) -> StreamSummary:
+        metrics=None, echo: bool = True, timeline: StartTimeline | None = None) -> StreamSummary:
     """Start the query, run it to its end (available-now) or its timeout, and return the totals.
 
     `echo` prints a line per batch. With --metrics-port the driver serves its metrics; a caller that wants to add to them (the
-    demo publishes its verify result) passes its own StreamMetrics, already serving.
+    demo publishes its verify result) passes its own StreamMetrics, already serving. `timeline`
+    (spark-submit's driver) is marked at each step of the start and printed after the first batch.
     """
     from streaming.baseline_sinks import AtLeastOnceKafkaSink, IdempotentDeltaSink
     from streaming.checkpoint import CheckpointLog
@@ -335,6 +376,10 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
             metrics.batch_done(batch)
         if observer:
             observer.committed(batch.commits)
+        if timeline and summary.batches == 1:
+            timeline.mark("first_batch", time.time() - batch.duration_s)
+            timeline.mark("first_commit")
+            print(timeline.line(), file=sys.stderr, flush=True)
         if on_batch:
             on_batch(batch)
 
@@ -343,14 +388,20 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
         from streaming.realtime import EpochCounts, prepared_writer, write_stream
 
         sink = prepared_writer(spark, settings, checkpoint)
+        if timeline:
+            timeline.mark("sink")
         writer = write_stream(spark, source(spark, settings, checkpoint), settings, sink)
     else:
         sink = {"kafka-eos": lambda: TransactionalSink(settings, spark, checkpoint, batch_done),
                 "kafka-alo": lambda: AtLeastOnceKafkaSink(settings, batch_done),
                 "delta": lambda: IdempotentDeltaSink(settings, batch_done)}[settings.sink]()
+        if timeline:
+            timeline.mark("sink")
         writer = source(spark, settings, checkpoint).writeStream.foreachBatch(sink)
         writer = writer.trigger(availableNow=True) if settings.trigger == "available-now" \
             else writer.trigger(processingTime=settings.trigger)
+    if timeline:
+        timeline.mark("source")
     writer = writer.option("checkpointLocation", settings.checkpoint_uri).queryName(settings.app_id)
     started = time.monotonic()
     # The transactional sinks keep the group's offsets alive for as long as the query runs.
@@ -358,6 +409,8 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
         observer = _visibility_observer(settings, metrics)
         try:
             query = writer.start()
+            if timeline:
+                timeline.mark("query")
         except BaseException as exc:
             if observer:
                 observer.stop(wait_s=0)
@@ -438,6 +491,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from streaming.session import build_spark_session, session_defaults
 
+    timeline = StartTimeline()
+    timeline.mark("main")
     parser = argparse.ArgumentParser(prog="streaming/job.py", description=__doc__.splitlines()[0])
     add_stream_arguments(parser)
     args = parser.parse_args(argv)
@@ -451,9 +506,10 @@ def main(argv: list[str] | None = None) -> int:
 
     started_here = SparkContext._active_spark_context is None
     spark = build_spark_session(f"eosbench-stream-{settings.app_id}", defaults=session_defaults(settings))
+    timeline.mark("session")
     own = spark if started_here else None
     try:
-        summary = run(spark, settings)
+        summary = run(spark, settings, timeline=timeline)
     except SettingsError as exc:  # the sink refused the query or the group: nothing was committed
         _exit_after_spark(own, parser, 2, exc)
     except EnvironmentFailure as exc:  # a missing ACL, or what the query ran on stopped: the CLI contract's exit 3

@@ -1,4 +1,4 @@
-"""The benchmarks' commands (`bench writes|produce|spark|latency|checkpoint|streaming|protocol|peers|sweep` and `report`), arguments by handler."""
+"""The benchmarks' commands (`bench writes|produce|spark|latency|checkpoint|streaming|protocol|peers|recovery|sweep` and `report`), arguments by handler."""
 
 from __future__ import annotations
 
@@ -10,14 +10,16 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from conf.client_config import COMMAND_CONFIG_HELP
+from conf.local_servers import DEFAULT_CLIENT_PORT
 from conf.settings import SettingsError, validation_error_line
 from conf.stream_settings import INTERVAL, StreamSettings
 from conf.workload_settings import DEFAULT_WORKLOAD, packaged_workloads, workload_path
 from eosbench.bench.checkpoint import STORES as CHECKPOINT_STORES
 from eosbench.bench.peers import ARMS as PEER_ARMS
 from eosbench.bench.protocol import ENGINES as PROTOCOL_ENGINES
+from eosbench.bench.recovery import ENGINES as RECOVERY_ENGINES
 from eosbench.console.arguments import (bootstrap_flag, kafka_connection, non_negative_int, positive_float,
-                                        positive_int, renamed_flag)
+                                        positive_int, renamed_flag, state_dir_flag)
 from eosbench.console.errors import BadInput, interrupt_on_stop_signals
 
 _SPARK_MASTER = re.compile(r"local(\[[^\]]+\])?|spark://[^:/\s]+:[0-9]{1,5}|yarn")
@@ -239,6 +241,20 @@ def add_bench_parser(commands) -> None:
                        help="Kafka Streams' stream threads and Flink's parallelism (default: the cores, %(default)s)")
     peers.add_argument("--results-dir", type=Path, default=Path("results"), help="where the JSON goes")
 
+    recovery = benches.add_parser("recovery", parents=[state_dir_flag()],
+                                  help="the Spark job, Kafka Streams and Flink each SIGKILLed while fed live and"
+                                       " relaunched: time to the first commit and to 90 %% throughput, verified")
+    recovery.add_argument("--engines", nargs="+", choices=RECOVERY_ENGINES, default=list(RECOVERY_ENGINES),
+                          help="what is killed, one after the other (default: all three)")
+    recovery.add_argument("--rounds", type=positive_int, default=5, help="kills of each engine (default: %(default)s)")
+    recovery.add_argument("--partitions", type=positive_int, default=16, help="input partitions (default: %(default)s)")
+    recovery.add_argument("--rate", type=positive_float, default=5_000.0,
+                          help="records/s the producer feeds in (default: %(default)s)")
+    recovery.add_argument("--port", type=int, default=DEFAULT_CLIENT_PORT,
+                          help="client port of the local broker, started if it is not running (default: %(default)s)")
+    recovery.add_argument("--results-dir", type=Path, default=Path("results"),
+                          help="each engine's soak report and recovery.json go to <DIR>/recovery/<run>")
+
     sweep = benches.add_parser("sweep", help="a grid from a workload file, every sink side by side; rows to Delta")
     sweep.add_argument("--workload", type=workload_path, default=DEFAULT_WORKLOAD, metavar="NAME|FILE",
                        help=f"a workload file, or the name of one that ships with eosbench"
@@ -252,13 +268,15 @@ def add_bench_parser(commands) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """Handle `eosbench bench writes|produce|streaming|spark|protocol|sweep`."""
+    """Handle `eosbench bench writes|produce|streaming|spark|latency|checkpoint|protocol|peers|recovery|sweep`."""
     # A SIGTERM runs every bench's clean-up as Ctrl-C does: a sweep stops its brokers and keeps its
     # finished rows, protocol puts transaction.version back, and spark and latency kill their feeders
     # (a bench stopped by SIGTERM used to leave its feeding producer running).
     interrupt_on_stop_signals()
-    # --command-config is read once, here; a sweep without --bootstrap-server runs its own clusters.
-    bootstrap = None if args.bench_command == "sweep" and not args.bootstrap else kafka_connection(args)
+    # --command-config is read once, here; a sweep without --bootstrap-server runs its own clusters,
+    # and recovery runs on the local broker its soaks start (or find running).
+    runs_own_cluster = args.bench_command == "recovery" or (args.bench_command == "sweep" and not args.bootstrap)
+    bootstrap = None if runs_own_cluster else kafka_connection(args)
     if args.bench_command == "writes":
         from eosbench.bench import writes
 
@@ -283,6 +301,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise BadInput(f"--transaction-abort-ratio must be in [0.0, 1.0), got {args.transaction_abort_ratio}")
         peers.run(bootstrap, args.records, sorted(set(args.partitions)), args.rounds, list(dict.fromkeys(args.arms)),
                   args.transaction_abort_ratio, args.results_dir, args.threads)
+    elif args.bench_command == "recovery":
+        from eosbench.bench import recovery
+
+        recovery.run(list(dict.fromkeys(args.engines)), args.rounds, args.partitions, args.rate, args.port,
+                     args.state_dir, args.results_dir)
     elif args.bench_command == "protocol":
         from conf.settings import output_file_problem
         from eosbench.bench import protocol

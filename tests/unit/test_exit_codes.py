@@ -282,7 +282,7 @@ def test_spark_submits_entry_point_ends_a_failed_run_in_one_line(monkeypatch, ca
 
     monkeypatch.setattr(SparkContext, "_active_spark_context", object() if running_before else None)
 
-    def fail(_spark, _settings):
+    def fail(_spark, _settings, timeline=None):
         raise failure
     stopped = []
     spark = SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=stopped.append), stop=lambda: stopped.append("stop"))

@@ -18,7 +18,9 @@ ALLOWED = {
     "streaming": {"streaming", "conf"},
     "eosbench.console": {"eosbench.console", "conf"},
     "eosbench.local": {"eosbench.local", "eosbench.console", "conf", "producers", "streaming"},
-    "eosbench.bench": {"eosbench.bench", "eosbench.local", "eosbench.console", "conf", "producers", "streaming"},
+    # A bench may run a soak (`bench recovery` times each engine's kill-driver rounds through it).
+    "eosbench.bench": {"eosbench.bench", "eosbench.soak", "eosbench.local", "eosbench.console", "conf", "producers",
+                       "streaming"},
     "eosbench.soak": {"eosbench.soak", "eosbench.local", "eosbench.console", "conf", "producers", "streaming"},
     "eosbench.pipeline": {"eosbench.pipeline", "eosbench.local", "eosbench.console", "conf", "producers",
                           "streaming"},

@@ -240,6 +240,11 @@ def add_bench_parser(commands) -> None:
     peers.add_argument("--threads", type=positive_int, default=os.cpu_count() or 2,
                        help="Kafka Streams' stream threads and Flink's parallelism (default: the cores, %(default)s)")
     peers.add_argument("--results-dir", type=Path, default=Path("results"), help="where the JSON goes")
+    peers.add_argument("--live", type=positive_float, metavar="RECORDS/S",
+                       help="instead of drains, feed each arm a new input at this rate for --live-seconds and time"
+                            " its end-to-end latency as `bench latency` does (p50, p99; default: drains)")
+    peers.add_argument("--live-seconds", type=positive_int, default=60,
+                       help="how long each arm runs with --live, its start-up included (default: %(default)s)")
 
     recovery = benches.add_parser("recovery", parents=[state_dir_flag()],
                                   help="the Spark job, Kafka Streams and Flink each SIGKILLed while fed live and"
@@ -299,8 +304,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         if not 0.0 <= args.transaction_abort_ratio < 1.0:
             raise BadInput(f"--transaction-abort-ratio must be in [0.0, 1.0), got {args.transaction_abort_ratio}")
-        peers.run(bootstrap, args.records, sorted(set(args.partitions)), args.rounds, list(dict.fromkeys(args.arms)),
-                  args.transaction_abort_ratio, args.results_dir, args.threads)
+        if args.live:
+            peers.run_live(bootstrap, args.live, args.live_seconds, sorted(set(args.partitions)),
+                           list(dict.fromkeys(args.arms)), args.results_dir, args.threads)
+        else:
+            peers.run(bootstrap, args.records, sorted(set(args.partitions)), args.rounds,
+                      list(dict.fromkeys(args.arms)), args.transaction_abort_ratio, args.results_dir, args.threads)
     elif args.bench_command == "recovery":
         from eosbench.bench import recovery
 
@@ -377,11 +386,11 @@ def add_report_parser(commands) -> None:
     report = commands.add_parser("report", help="plots and a Markdown summary from the Delta results table")
     report.add_argument("--results-dir", type=Path, default=Path("results"),
                         help="the folder `bench sweep` wrote its results table to; plots go to <DIR>/plots")
-    report.add_argument("--run-id", help="the sweep to report (default: the newest)")
+    report.add_argument("--run-id", help="the sweep or `bench peers` run to report (default: the newest sweep)")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Handle `eosbench report`: plots and summary of a sweep from the results table."""
+    """Handle `eosbench report`: plots and summary of a sweep (or a `bench peers` run) from the results table."""
     from eosbench.bench import results
     from eosbench.bench.report import write_report
     from eosbench.local.spark import spark_session

@@ -131,7 +131,7 @@ def input_lag(ends: dict[int, int], reached: dict[int, int], began: dict[int, in
     return lag
 
 
-def _observe(bootstrap: str, source: str, topic: str, partitions: int, seconds: float, window: SteadyWindow,
+def observe_output(bootstrap: str, source: str, topic: str, partitions: int, seconds: float, window: SteadyWindow,
              results) -> None:
     """The observer process: read `topic` read_committed until `seconds` after the arm's start, following the arm's
     lag on `source`; put the window's summary."""
@@ -214,7 +214,7 @@ def _arm(bootstrap: Connection, spark, sink: str, trigger: str, rate: float | No
     try:
         with nullcontext() if backlog else fed_input(bootstrap, source, rate, int(rate * (seconds + 30))):
             window = SteadyWindow(None if backlog else rate, settings.commit_wait_s, time.time())
-            observer = spawn.Process(target=_observe, args=(str(bootstrap), source, output, partitions, seconds + 8,
+            observer = spawn.Process(target=observe_output, args=(str(bootstrap), source, output, partitions, seconds + 8,
                                                             window, results), daemon=True)
             observer.start()
             summary = job.run(spark, settings, echo=False)

@@ -28,7 +28,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from conf.client_config import Connection, connection
@@ -49,8 +49,10 @@ LOOK_EVERY_S = 0.2
 # A drain is over once the output holds every committed input record and has not moved for this long.
 SETTLED_S = 3.0
 DRAIN_TIMEOUT_S = 600.0
+# A look that meets one of these finds a partition whose leader the metadata does not know yet.
+LEADER_MOVING = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART)
 # engine, guarantee: what each arm runs. The Spark job's best exactly-once arm is slot scope on the
-# grouped source (docs/benchmarks.md); its at-least-once arm is Spark's own Kafka sink.
+# grouped source (docs/benchmarks.md); its at-least-once arm is Spark's own Kafka sink, on the same source.
 ARMS = {
     "spark-eos": ("spark", "exactly-once"),
     "spark-alo": ("spark", "at-least-once"),
@@ -74,11 +76,18 @@ class Drain:
     records_per_s: float | None = None  # whole run
     steady_records_per_s: float | None = None  # between the 10 % and 90 % marks
     cpu_s: float | None = None
+    cpu_s_by_command: dict[str, float] = field(default_factory=dict)  # the JVM's and Python's shares of cpu_s
     records_per_cpu_s: float | None = None
     duplicates: int = 0
     exact: bool = False
     load_average: float = 0.0
     violations: list[str] = field(default_factory=list)
+
+    def take_cpu_sample(self, by_command: dict[str, float]) -> None:
+        """Keep the largest CPU total sampled: a child that has exited but is not yet reaped counts nowhere for a
+        moment (a Spark arm's JVM as its Python driver ends), and CPU time only grows."""
+        if sum(by_command.values()) >= (self.cpu_s or 0.0):
+            self.cpu_s_by_command, self.cpu_s = by_command, sum(by_command.values())
 
 
 class VisibleOutput:
@@ -113,8 +122,9 @@ class VisibleOutput:
                 self.failed = None
             except KafkaException as exc:
                 # A new topic's leaders reach the admin's metadata a moment after it is created
-                # (NOT_LEADER_FOR_PARTITION): that look is skipped, and only a lasting failure counts.
-                if not exc.args[0].retriable():
+                # (NOT_LEADER_FOR_PARTITION, which librdkafka's ListOffsets does not mark retriable):
+                # that look is skipped, and only a lasting failure counts.
+                if not (exc.args[0].retriable() or exc.args[0].code() in LEADER_MOVING):
                     self.failed = str(exc.args[0])
                     return
                 self.failed = self.failed or str(exc.args[0])
@@ -142,29 +152,93 @@ class VisibleOutput:
         return changed_at if looked_at - changed_at >= SETTLED_S else None
 
 
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU seconds of a process and every descendant still running (reaped children included)."""
+def cpu_seconds_by_command(pid: int) -> dict[str, float]:
+    """User and system CPU seconds of a process and every descendant still running (reaped children included),
+    summed by command name (`java`, `python3.11`…): where an arm's CPU goes, the JVM's or Python's."""
     ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
+    by_command: dict[str, float] = {}
     for each in [pid, *descendants(pid)]:
         try:
-            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+            stat = Path(f"/proc/{each}/stat").read_text()
         except OSError:
             continue
-        total += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
-    return total / ticks
+        command, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1].split()
+        name = "python" if command.startswith("python") else command
+        by_command[name] = by_command.get(name, 0.0) + sum(int(v) for v in fields[11:15]) / ticks  # utime…cstime
+    return by_command
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of a process and every descendant still running (reaped children included)."""
+    return sum(cpu_seconds_by_command(pid).values())
 
 
 def spark_command(bootstrap: str | Connection, arm: str, input_topic: str, output_topic: str, app_id: str,
-                  checkpoint: Path, max_offsets: int) -> list[str]:
-    """`eosbench stream` draining the input available-now: slot scope on the grouped source, or Spark's Kafka sink."""
+                  checkpoint: Path, max_offsets: int, trigger: str = "available-now") -> list[str]:
+    """`eosbench stream` on the grouped source from the input's start, available-now (a drain) or at a trigger (live):
+    slot scope, or Spark's Kafka sink."""
     target = connection(bootstrap)
-    sink = ["--sink", "kafka-eos", "--txn-scope", "slot", "--source", "grouped"] if arm == "spark-eos" \
-        else ["--sink", "kafka-alo"]
+    # Both on the grouped source, so that the two differ only in their sink: on Spark's own source a
+    # batch costs about 40 ms a partition, which at 64 partitions took the at-least-once arm 77 s.
+    sink = ["--sink", "kafka-eos", "--txn-scope", "slot"] if arm == "spark-eos" else ["--sink", "kafka-alo"]
     return [sys.executable, "-m", "eosbench.cli", "stream", "--bootstrap-server", target.bootstrap,
             *target.tool_arguments(), "--input-topic", input_topic, "--output-topic", output_topic,
-            "--app-id", app_id, "--checkpoint", str(checkpoint), "--trigger", "available-now",
-            "--max-offsets-per-trigger", str(max_offsets), "--process", PROCESS, *sink]
+            "--app-id", app_id, "--checkpoint", str(checkpoint), "--trigger", trigger,
+            "--max-offsets-per-trigger", str(max_offsets), "--process", PROCESS, "--source", "grouped", *sink]
+
+
+def arm_command(bootstrap: str | Connection, arm: str, input_topic: str, output_topic: str, app_id: str, scratch: Path,
+                max_offsets: int, threads: int, trigger: str = "available-now") -> list[str]:
+    """The command line of one arm reading `input_topic` from its start: the Spark job's (at `trigger`), or a peer's."""
+    engine, guarantee = ARMS[arm]
+    if engine == "spark":
+        return spark_command(bootstrap, arm, input_topic, output_topic, app_id, scratch / "checkpoint", max_offsets,
+                             trigger)
+    return peer_command(PeerSettings(engine, guarantee, input_topic, output_topic, app_id, scratch / "state",
+                                     process=PROCESS, threads=threads, commit_interval_ms=COMMIT_INTERVAL_MS), bootstrap)
+
+
+def live(bootstrap: Connection, arm: str, rate: float, seconds: int, partitions: int, scratch: Path,
+         threads: int) -> dict:
+    """One arm fed at `rate` from its launch on a new input: end-to-end latency as `bench latency` times it.
+
+    The feeder runs 3 s before the arm starts, so every arm meets a backlog first; the observer (a
+    read_committed reader in a process of its own) counts a record's latency, its readable time
+    minus its input CreateTime, once the arm's lag has first fallen to what one commit interval
+    brings (`SteadyWindow`).
+    """
+    import multiprocessing
+
+    import numpy as np
+
+    from eosbench.bench.latency import SteadyWindow, fed_input, observe_output
+    from streaming.stats import histogram_percentile
+
+    tag = f"{arm}-live-p{partitions}-{uuid.uuid4().hex[:6]}"
+    source, output = f"eosbench-peers-{tag}-in", f"eosbench-peers-{tag}-out"
+    for topic in (source, output, f"{output}.dlq"):
+        create_topic(bootstrap, topic, partitions, 1)
+    command = arm_command(bootstrap, arm, source, output, f"bench-peers-{tag}", scratch / tag,
+                          max(20_000, int(rate * 5)), threads, trigger=f"{COMMIT_INTERVAL_MS} milliseconds")
+    spawn = multiprocessing.get_context("spawn")
+    results = spawn.Queue()
+    child = Child(arm, scratch / "logs")
+    with fed_input(bootstrap, source, rate, int(rate * (seconds + 60))):
+        window = SteadyWindow(rate, COMMIT_INTERVAL_MS / 1000, time.time())
+        observer = spawn.Process(target=observe_output, daemon=True,
+                                 args=(bootstrap.bootstrap, source, output, partitions, seconds, window, results))
+        observer.start()
+        child.start(command)
+        try:
+            measured = results.get(timeout=seconds + 120)
+        finally:
+            child.kill(signal.SIGKILL)
+            observer.join(timeout=10)
+    counts = np.asarray(measured.pop("histogram"), dtype=np.int64)
+    steady = measured["caught_up"] and measured["records"] > 0
+    return {"arm": arm, "partitions": partitions, "offered_records_per_sec": rate, **measured,
+            "p50_ms": histogram_percentile(counts, 0.5) if steady else None,
+            "p99_ms": histogram_percentile(counts, 0.99) if steady else None, "load_average": os.getloadavg()[0]}
 
 
 def fill(bootstrap: str | Connection, topic: str, records: int, partitions: int, abort_ratio: float) -> int:
@@ -192,17 +266,11 @@ def marks(timeline: list[tuple[float, int]], start: float) -> tuple[float | None
 def drain(bootstrap: str | Connection, arm: str, input_topic: str, committed: int, partitions: int, round_number: int,
           scratch: Path, max_offsets: int, threads: int) -> Drain:
     """Run one arm over the whole input in a process of its own, time it from outside, then verify its output."""
-    engine, guarantee = ARMS[arm]
     tag = f"{arm}-p{partitions}-r{round_number}-{uuid.uuid4().hex[:6]}"
     output, app_id = f"{input_topic}-{tag}", f"bench-peers-{tag}"
     create_topic(bootstrap, output, partitions, 1)
     create_topic(bootstrap, f"{output}.dlq", partitions, 1)
-    if engine == "spark":
-        command = spark_command(bootstrap, arm, input_topic, output, app_id, scratch / tag / "checkpoint", max_offsets)
-    else:
-        command = peer_command(PeerSettings(engine, guarantee, input_topic, output, app_id, scratch / tag / "state",
-                                            process=PROCESS, threads=threads,
-                                            commit_interval_ms=COMMIT_INTERVAL_MS), bootstrap)
+    command = arm_command(bootstrap, arm, input_topic, output, app_id, scratch / tag, max_offsets, threads)
     result = Drain(arm, partitions, round_number, committed)
     watch = VisibleOutput(bootstrap, [output, f"{output}.dlq"])
     child = Child(arm, scratch / "logs")
@@ -220,13 +288,13 @@ def drain(bootstrap: str | Connection, arm: str, input_topic: str, committed: in
             if child.alive():
                 # Sampled as it runs: the Spark arm ends by itself once it has drained (available-now),
                 # and its last half second is all this misses.
-                result.cpu_s = cpu_seconds(child.pid)
+                result.take_cpu_sample(cpu_seconds_by_command(child.pid))
             elif child.exit_code() != 0:
                 raise EnvironmentProblem(f"{arm} exited {child.exit_code()}: {child.last_lines(1)[:300]}"
                                          f" (log: {child.log_path})")
             time.sleep(LOOK_EVERY_S)
         if child.alive():
-            result.cpu_s = cpu_seconds(child.pid)
+            result.take_cpu_sample(cpu_seconds_by_command(child.pid))
         result.load_average = os.getloadavg()[0]
     finally:
         child.kill(signal.SIGKILL)
@@ -245,6 +313,52 @@ def drain(bootstrap: str | Connection, arm: str, input_topic: str, committed: in
     result.violations = list(report.violations)
     result.exact = not report.violations and report.duplicates == report.lost == 0 and delivered == committed
     return result
+
+
+def run_live(bootstrap: str | Connection, rate: float, seconds: int, partition_counts: list[int], arms: list[str],
+             output_dir: Path, threads: int) -> dict:
+    """Every arm fed at one rate on a new input per partition count, one after the other; print and return the report."""
+    from eosbench.bench.latency import arm_lines, wait_for_quiet
+
+    run_id = uuid.uuid4().hex[:8]
+    scratch = Path(tempfile.mkdtemp(prefix="eosbench-bench-peers-live-"))
+    rows = []
+    for partitions in partition_counts:
+        for arm in arms:
+            wait_for_quiet(2.0)  # the last arm's load is not the next one's
+            print(f"{partitions:>4} partitions {arm} at {rate:,.0f} records/s offered ({seconds} s, load average"
+                  f" {os.getloadavg()[0]:.2f} at start)", flush=True)
+            rows.append(live(connection(bootstrap), arm, rate, seconds, partitions, scratch, threads))
+            print("\n".join(arm_lines(rows[-1], seconds)), flush=True)
+    report = {"run_id": run_id, "rate": rate, "seconds": seconds, "threads": threads,
+              "commit_interval_ms": COMMIT_INTERVAL_MS, "process": PROCESS, "live": rows}
+    output_dir.mkdir(parents=True, exist_ok=True)
+    report["results_table"] = record_rows(live_rows(report), output_dir)
+    path = output_dir / f"peers-live-{run_id}.json"
+    path.write_text(json.dumps(report, indent=2))
+    print(f"\npeers live {run_id}: {rate:,.0f} records/s offered, {seconds} s an arm")
+    for row in rows:
+        latency = (f"p50 {row['p50_ms']:,.0f} ms, p99 {row['p99_ms']:,.0f} ms" if row["p50_ms"] is not None
+                   else "never caught up")
+        print(f"  {row['partitions']:>4} partitions {row['arm']:<18} {latency},"
+              f" {row['read_records_per_sec']:,.0f} records/s read (load average {row['load_average']:.2f})")
+    print(f"report: {path}")
+    print(f"plot: {plot_live(rows, output_dir / f'peers-live-{run_id}.png', rate)}")
+    print(f"results table: {report['results_table']}; `eosbench report --run-id {run_id}` plots it")
+    return report
+
+
+def plot_live(rows: list[dict], path: Path, rate: float) -> Path:
+    """Each arm's p50 and p99 end-to-end latency per partition count (an arm that never caught up has no bar)."""
+    from eosbench.console.plots import bars_png
+
+    groups: dict[str, dict[str, float]] = {}
+    for row in rows:
+        for figure in ("p50_ms", "p99_ms"):
+            if row[figure] is not None:
+                groups.setdefault(f"{row['partitions']} partitions, {figure[:3]}", {})[row["arm"]] = row[figure]
+    return bars_png(groups, path, f"end-to-end latency, input CreateTime to readable read_committed, fed at"
+                                  f" {rate:,.0f} records/s", "ms")
 
 
 def run(bootstrap: str | Connection, records: int, partition_counts: list[int], rounds: int, arms: list[str],
@@ -277,10 +391,87 @@ def run(bootstrap: str | Connection, records: int, partition_counts: list[int], 
                            for engine in ("kafka-streams", "flink")},
               "medians": medians(drains)}
     output_dir.mkdir(parents=True, exist_ok=True)
+    report["results_table"] = record_rows(drain_rows(report), output_dir)
     path = output_dir / f"peers-bench-{run_id}.json"
     path.write_text(json.dumps(report, indent=2))
     _print(report, path)
+    print(f"plot: {plot_drains(drains, output_dir / f'peers-bench-{run_id}.png')}")
+    print(f"results table: {report['results_table']}; `eosbench report --run-id {run_id}` plots it")
     return report
+
+
+def _common_row(report: dict) -> dict:
+    from eosbench.bench import results
+
+    return dict(run_id=report["run_id"], bench="peers", workload=None, git_revision=results.git_revision(),
+                machine_json=json.dumps(results.machine_facts()), brokers=None, record_size=100)
+
+
+def drain_rows(report: dict) -> list[dict]:
+    """The results table's rows of a drain run: one per arm and partition count (its medians), and the anchors."""
+    from eosbench.bench import results
+
+    common = {**_common_row(report), "abort_ratio": report["abort_ratio"], "records": report["records"]}
+    rows = []
+    for partitions, by_arm in report["medians"].items():
+        for arm, figures in by_arm.items():
+            engine, guarantee = ARMS[arm]
+            baseline = f"{engine}-alo" if guarantee == "exactly-once" else None
+            base = by_arm.get(baseline, {}).get("steady_records_per_s") if baseline else None
+            rows.append(results.new_row(
+                **common, cell=f"{arm}-p{partitions}", sink=arm, seconds=figures["wall_s"],
+                throughput_rps=figures["steady_records_per_s"], goodput_rps=figures["records_per_s"],
+                baseline=baseline if base else None,
+                overhead_ratio=base / figures["steady_records_per_s"] if base and figures["steady_records_per_s"] else None,
+                config_json=json.dumps({"mode": "drain", "partitions": int(partitions), "rounds": report["rounds"],
+                                        "threads": report["threads"], "process": report["process"],
+                                        "settings": report["settings"].get(engine, {})}),
+                figures_json=json.dumps(figures)))
+    for partitions, reads in report["anchors"].items():
+        for reader, read in reads.items():
+            rows.append(results.new_row(
+                **{**common, "bench": "anchor"}, cell=f"anchor-{reader}-p{partitions}", sink=reader,
+                throughput_rps=read["records_per_sec"], goodput_rps=read["records_per_sec"],
+                config_json=json.dumps({"mode": "read_committed, whole input", "partitions": int(partitions)}),
+                figures_json=json.dumps(read)))
+    return rows
+
+
+def live_rows(report: dict) -> list[dict]:
+    """The results table's rows of a live run: one per arm and partition count, its end-to-end latency."""
+    from eosbench.bench import results
+
+    return [results.new_row(
+        **_common_row(report), cell=f"{row['arm']}-p{row['partitions']}-live", sink=row["arm"],
+        throughput_rps=row["read_records_per_sec"], latency_p50_ms=row["p50_ms"], latency_p99_ms=row["p99_ms"],
+        latency_kind="end to end", seconds=row["window_s"],
+        config_json=json.dumps({"mode": "live", "partitions": row["partitions"], "rate": report["rate"],
+                                "seconds": report["seconds"], "threads": report["threads"]}),
+        figures_json=json.dumps(row)) for row in report["live"]]
+
+
+def record_rows(rows: list[dict], results_dir: Path) -> str:
+    """Append rows to the Delta results table (a Spark session of this process's); say where and how many."""
+    from eosbench.bench import results
+    from eosbench.local.spark import spark_session
+
+    return f"{results.append_rows(spark_session('eosbench-results'), rows, results_dir)} ({len(rows)} rows)"
+
+
+def plot_drains(drains: list[Drain], path: Path) -> Path:
+    """Each arm's steady records/s per partition count, the median bar with the rounds' lowest and highest as whiskers."""
+    from eosbench.console.plots import bars_png
+
+    rates: dict[str, dict[str, list[float]]] = {}
+    for done in drains:
+        if done.steady_records_per_s is not None:
+            rates.setdefault(f"{done.partitions} partitions", {}).setdefault(done.arm, []).append(done.steady_records_per_s)
+    return bars_png({group: {arm: statistics.median(values) for arm, values in arms.items()}
+                     for group, arms in rates.items()}, path,
+                    "steady records/s of each arm draining one input (median of the rounds; whiskers: lowest and"
+                    " highest)", "records/s",
+                    spread={group: {arm: (min(values), max(values)) for arm, values in arms.items()}
+                            for group, arms in rates.items()})
 
 
 def medians(drains: list[Drain]) -> dict[str, dict[str, dict[str, float | None]]]:
@@ -303,11 +494,19 @@ def _figure(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _cpu_shares(done: Drain) -> str:
+    """The JVM's and Python's shares of an arm's CPU seconds, where both ran: ' (java 61 %, python 39 %)'."""
+    if len(done.cpu_s_by_command) < 2 or not done.cpu_s:
+        return ""
+    shares = sorted(done.cpu_s_by_command.items(), key=lambda item: -item[1])
+    return " (" + ", ".join(f"{command} {seconds / done.cpu_s * 100:.0f} %" for command, seconds in shares if seconds) + ")"
+
+
 def _line(done: Drain) -> str:
     return (f"{done.partitions:>4} partitions round {done.round} {done.arm:<18} steady"
             f" {_figure(done.steady_records_per_s, ',.0f'):>9} records/s, whole {_figure(done.records_per_s, ',.0f'):>9}"
             f" records/s in {_figure(done.wall_s, '.1f')} s, first output {_figure(done.first_output_s, '.1f')} s,"
-            f" {_figure(done.records_per_cpu_s, ',.0f')} records/CPU-s,"
+            f" {_figure(done.records_per_cpu_s, ',.0f')} records/CPU-s{_cpu_shares(done)},"
             f" {'exact' if done.exact else 'NOT EXACT: ' + (done.violations or ['short of the input'])[0][:120]}"
             f"{f', {done.duplicates:,} duplicates' if done.duplicates else ''} (load average {done.load_average:.2f})")
 

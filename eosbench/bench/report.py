@@ -1,6 +1,8 @@
 """`eosbench report`: plots and a Markdown summary from the Delta results table.
 
-For one sweep run (the latest by default) it draws: latency CDFs per sink; overhead against
+For a `bench peers` run (`--run-id`) it draws each arm's steady records/s per partition count (a
+drain run) or its end-to-end p50 and p99 (a live run) and tabulates them. For one sweep run (the
+latest by default) it draws: latency CDFs per sink; overhead against
 transaction size (the seed's chart, on this machine); goodput against abort ratio with the ideal
 1 - r line; and exactly-once against at-least-once throughput per sink. The summary names the
 command and revision that produced every figure and judges each target: kafka-eos at >= 0.9 of kafka-alo's
@@ -41,6 +43,8 @@ def knee(points: dict[int, float]) -> int | None:
 def build_report(rows: list[dict], run_id: str, plots_dir: Path) -> tuple[str, list[Path]]:
     """Draw the plots of one run and return (Markdown summary, plot paths)."""
     run = [r for r in rows if r["run_id"] == run_id]
+    if any(r["bench"] == "peers" for r in run):
+        return peers_report(run, run_id, plots_dir)
     cells = [r for r in run if r["bench"] == "sweep" and r["records_per_transaction"] is not None]
     fills = [r for r in run if r["bench"] == "sweep" and r["sink"] == "eosbench-produce"]
     anchors = [r for r in run if r["bench"] == "anchor"]
@@ -104,6 +108,42 @@ def build_report(rows: list[dict], run_id: str, plots_dir: Path) -> tuple[str, l
                               "throughput per sink: exactly-once beside its at-least-once baseline (median of the"
                               " repeats; whiskers: lowest and highest)", "records/s", spread=throughput_spread))
     return _summary(run, cells, fills, anchors, run_id, plots, plots_dir, lowest_ratio), plots
+
+
+def peers_report(run: list[dict], run_id: str, plots_dir: Path) -> tuple[str, list[Path]]:
+    """A `bench peers` run: its arms side by side per partition count, plotted and tabulated."""
+    arms = sorted((r for r in run if r["bench"] == "peers"),
+                  key=lambda r: (json.loads(r["config_json"])["partitions"], r["sink"]))
+    live = json.loads(arms[0]["config_json"])["mode"] == "live"
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    bars: dict[str, dict[str, float]] = defaultdict(dict)
+    for r in arms:
+        partitions = json.loads(r["config_json"])["partitions"]
+        if live:
+            for figure, value in (("p50", r["latency_p50_ms"]), ("p99", r["latency_p99_ms"])):
+                if value is not None:
+                    bars[f"{partitions} partitions, {figure}"][r["sink"]] = value
+        elif r["throughput_rps"]:
+            bars[f"{partitions} partitions"][r["sink"]] = r["throughput_rps"]
+    plots = [bars_png(dict(bars), plots_dir / f"peers-{run_id}.png",
+                      "end-to-end latency of each arm fed live (ms)" if live else
+                      "steady records/s of each arm draining one input (median of the rounds)",
+                      "ms" if live else "records/s")] if bars else []
+    first = arms[0]
+    lines = [f"# Peers {run_id} ({'live' if live else 'drains'})", "",
+             f"- command: `eosbench bench peers{' --live …' if live else ''}` then `eosbench report --run-id {run_id}`",
+             f"- recorded {first['recorded_at']} at revision `{first['git_revision']}`", ""]
+    if live:
+        lines += ["| partitions | arm | p50 ms | p99 ms | records/s read |", "|---|---|---|---|---|"]
+        lines += [f"| {json.loads(r['config_json'])['partitions']} | {r['sink']} | {_fmt(r['latency_p50_ms'])} |"
+                  f" {_fmt(r['latency_p99_ms'])} | {_fmt(r['throughput_rps'])} |" for r in arms]
+    else:
+        lines += ["| partitions | arm | steady records/s | whole run records/s | at-least-once / this |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {json.loads(r['config_json'])['partitions']} | {r['sink']} | {_fmt(r['throughput_rps'])} |"
+                  f" {_fmt(r['goodput_rps'])} | {_fmt(r['overhead_ratio'], 2)} |" for r in arms]
+    lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.relative_to(plots_dir)})" for p in plots]
+    return "\n".join(lines) + "\n", plots
 
 
 def by_cell(cells: list[dict]) -> dict[tuple, dict]:
@@ -201,7 +241,7 @@ def write_report(rows: list[dict], run_id: str | None, plots_dir: Path) -> tuple
     """Write the plots and summary-<run>.md (and summary.md, the latest) into plots_dir."""
     run_id = run_id or latest_run(rows)
     if run_id is None or not any(r["run_id"] == run_id for r in rows):
-        raise LookupError(f"no sweep run {run_id!r} in the results table" if run_id else "the results table has no sweep yet")
+        raise LookupError(f"no run {run_id!r} in the results table" if run_id else "the results table has no sweep yet")
     markdown, plots = build_report(rows, run_id, plots_dir)
     path = plots_dir / f"summary-{run_id}.md"
     path.write_text(markdown)

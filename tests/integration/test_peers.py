@@ -4,18 +4,20 @@ The Spark job (slot scope on the grouped source, and Spark's Kafka sink), Kafka 
 each exactly-once and at-least-once, run as the bench runs them: a cold process each, its peers'
 jars compiled on first use. Each must copy every committed input record, with the checksum
 transform's value, and nothing of an aborted one; the peers' crash and relaunch are the peer
-soak's (tests/integration/test_soak.py).
+soak's (tests/integration/test_soak.py). The run's rows go to the results table and its plot to
+the results folder.
 """
 
 from __future__ import annotations
 
 import json
 
+from eosbench.bench import results
 from eosbench.bench.peers import ARMS
 from tests.integration.test_bench_suite import run_in_process
 
 
-def test_every_arm_of_bench_peers_drains_the_input_and_the_verifier_finds_each_exact(bootstrap, capfd, tmp_path):
+def test_every_arm_of_bench_peers_drains_the_input_and_the_verifier_finds_each_exact(bootstrap, spark, capfd, tmp_path):
     completed = run_in_process(capfd, "bench", "peers", "--bootstrap-server", bootstrap, "--records", "3000",
                                "--partitions", "2", "--rounds", "1", "--threads", "2", "--results-dir", str(tmp_path))
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
@@ -34,3 +36,9 @@ def test_every_arm_of_bench_peers_drains_the_input_and_the_verifier_finds_each_e
     assert report["settings"]["flink"]["delivery.guarantee"] == "EXACTLY_ONCE"
     table = completed.stdout[completed.stdout.index("peers bench"):]
     assert all(f"  {arm} " in table for arm in ARMS) and table.count("exact 1/1") == len(ARMS), table
+    # The results table holds the run (the session's Spark wrote it), one row per arm and per anchor.
+    rows = [r for r in results.read_rows(spark, tmp_path) if r["run_id"] == report["run_id"]]
+    assert sorted(r["cell"] for r in rows if r["bench"] == "peers") == sorted(f"{arm}-p2" for arm in ARMS)
+    assert sorted(r["sink"] for r in rows if r["bench"] == "anchor") == ["kafka-consumer-perf-test",
+                                                                        "librdkafka-consumer"]
+    assert (tmp_path / f"peers-bench-{report['run_id']}.png").stat().st_size > 0

@@ -711,3 +711,11 @@ def test_the_drivers_start_timeline_is_one_line_of_marks_each_kept_at_its_first_
     timeline.mark("session", 50.0)
     timeline.mark("session", 60.0)
     assert timeline.line() == START_TIMELINE + json.dumps({"python": round(began, 3), "session": 50.0})
+
+
+def test_recovery_is_plotted_per_engine_with_the_rounds_spread(tmp_path):
+    from eosbench.bench.recovery import EngineRecovery, plot
+    measured = [EngineRecovery("spark", first_commit_s=[18.0, 20.5], recovery_s=[18.5, 21.0]),
+                EngineRecovery("kafka-streams", first_commit_s=[2.6], recovery_s=[3.1]), EngineRecovery("flink")]
+    assert plot(measured, tmp_path / "recovery.png", 5000, 16).stat().st_size > 0
+

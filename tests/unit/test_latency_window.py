@@ -146,7 +146,7 @@ def test_the_observer_follows_each_input_partitions_reach_by_eos_src_and_opens_t
     monkeypatch.setattr(latency, "LAG_SAMPLE_S", 0.0)
     put = []
     window = SteadyWindow(rate=10.0, cadence_s=0.1, started=time.time())  # within 11 records is caught up
-    latency._observe("127.0.0.1:1", "in", "out", 2, 0.5, window, SimpleNamespace(put=put.append))
+    latency.observe_output("127.0.0.1:1", "in", "out", 2, 0.5, window, SimpleNamespace(put=put.append))
     summary = put[0]
     assert consumer.closed and summary["caught_up"] and summary["backlog_records"] == 0
     assert summary["records"] == 3, "what was read before the lag fell is left out"

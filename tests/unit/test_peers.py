@@ -87,6 +87,7 @@ def test_cpu_seconds_count_a_process_and_its_children():
         while bench.cpu_seconds(parent.pid) < 0.5 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert bench.cpu_seconds(parent.pid) >= 0.5, "the child's spin counts, though only the parent was named"
+        assert list(bench.cpu_seconds_by_command(parent.pid)) == ["python"], "both are Python, under one name"
     finally:
         parent.kill()
         parent.wait()
@@ -97,3 +98,74 @@ def test_bench_peers_takes_its_arms_and_refuses_a_bad_abort_ratio_in_one_line():
     assert args.arms == ["spark-eos", "flink-eos"] and args.partitions == [4] and args.rounds == 3
     assert_one_line_error(run_eosbench("bench", "peers", "--transaction-abort-ratio", "1.5"), 2,
                           "--transaction-abort-ratio must be in [0.0, 1.0)")
+
+
+def test_a_live_arm_reads_from_the_inputs_start_at_the_peers_commit_interval_and_a_drain_available_now(monkeypatch):
+    monkeypatch.setattr(peers, "resolve_bundle", lambda name: [Path(f"/jars/{name}/a.jar")])
+    live = bench.arm_command("127.0.0.1:9092", "spark-eos", "in", "out", "app", Path("/s"), 25_000, 2,
+                             trigger="1000 milliseconds")
+    flag = {live[i]: live[i + 1] for i in range(len(live) - 1) if live[i].startswith("--")}
+    assert (flag["--trigger"], flag["--max-offsets-per-trigger"], flag["--checkpoint"]) == \
+        ("1000 milliseconds", "25000", "/s/checkpoint")
+    assert (flag["--sink"], flag["--txn-scope"], flag["--source"], flag["--process"]) == \
+        ("kafka-eos", "slot", "grouped", "checksum")
+    drain = bench.arm_command("127.0.0.1:9092", "spark-alo", "in", "out", "app", Path("/s"), 25_000, 2)
+    assert drain[drain.index("--trigger") + 1] == "available-now" and drain[drain.index("--sink") + 1] == "kafka-alo"
+    assert drain[drain.index("--source") + 1] == "grouped", "the two Spark arms differ in their sink alone"
+    peer = dict(a.split("=", 1) for a in bench.arm_command("127.0.0.1:9092", "kafka-streams-alo", "in", "out", "app",
+                                                           Path("/s"), 25_000, 2) if "=" in a and not a.startswith("-"))
+    assert (peer["processing.guarantee"], peer["num.stream.threads"], peer["state.dir"]) == \
+        ("at_least_once", "2", "/s/state")
+    args = build_parser().parse_args(["bench", "peers", "--live", "20000"])
+    assert (args.live, args.live_seconds) == (20_000.0, 60)
+
+
+def test_the_drains_and_the_live_runs_are_plotted_per_partition_count(tmp_path):
+    drains = [bench.Drain(arm, partitions, r, 1000, steady_records_per_s=rate)
+              for arm, partitions, r, rate in (("spark-eos", 4, 1, 40_000.0), ("spark-eos", 4, 2, 44_000.0),
+                                               ("flink-eos", 4, 1, 150_000.0), ("flink-eos", 64, 1, 100_000.0))]
+    drains.append(bench.Drain("kafka-streams-eos", 4, 1, 1000))  # no steady figure: no bar
+    assert bench.plot_drains(drains, tmp_path / "drains.png").stat().st_size > 0
+    rows = [{"arm": "spark-eos", "partitions": 4, "p50_ms": 900.0, "p99_ms": 1800.0},
+            {"arm": "flink-eos", "partitions": 4, "p50_ms": None, "p99_ms": None}]
+    assert bench.plot_live(rows, tmp_path / "live.png", 20_000).stat().st_size > 0
+
+
+def test_an_arms_cpu_is_split_between_the_jvm_and_python_where_both_ran():
+    spark = bench.Drain("spark-eos", 4, 1, 1000, cpu_s=10.0, cpu_s_by_command={"python": 3.9, "java": 6.1, "bash": 0.0})
+    assert bench._cpu_shares(spark) == " (java 61 %, python 39 %)"
+    assert bench._cpu_shares(bench.Drain("flink-eos", 4, 1, 1000, cpu_s=2.0, cpu_s_by_command={"java": 2.0})) == ""
+
+
+def test_a_drain_run_and_a_live_run_each_become_rows_that_report_plots_and_tabulates(tmp_path):
+    from eosbench.bench.report import build_report
+    figures = {"steady_records_per_s": 40_000.0, "records_per_s": 20_000.0, "wall_s": 18.0}
+    drains = {"run_id": "d1", "abort_ratio": 0.1, "records": 400_000, "rounds": 3, "threads": 2, "process": "checksum",
+              "settings": {"flink": {"delivery.guarantee": "EXACTLY_ONCE"}},
+              "medians": {"4": {"spark-eos": figures, "flink-eos": {**figures, "steady_records_per_s": 160_000.0},
+                                "flink-alo": {**figures, "steady_records_per_s": 200_000.0}}},
+              "anchors": {"4": {"librdkafka-consumer": {"records_per_sec": 150_000.0, "records": 369_442}}}}
+    rows = bench.drain_rows(drains)
+    by_cell = {row["cell"]: row for row in rows}
+    assert sorted(by_cell) == ["anchor-librdkafka-consumer-p4", "flink-alo-p4", "flink-eos-p4", "spark-eos-p4"]
+    assert (by_cell["flink-eos-p4"]["baseline"], by_cell["flink-eos-p4"]["overhead_ratio"]) == ("flink-alo", 1.25)
+    assert by_cell["spark-eos-p4"]["baseline"] is None, "no spark-alo arm ran"
+    assert by_cell["anchor-librdkafka-consumer-p4"]["bench"] == "anchor"
+    summary, plots = build_report(rows, "d1", tmp_path)
+    assert summary.startswith("# Peers d1 (drains)") and "| 4 | flink-eos | 160,000 | 20,000 | 1.25 |" in summary
+    assert [plot.name for plot in plots] == ["peers-d1.png"] and plots[0].stat().st_size > 0
+    live = {"run_id": "l1", "rate": 10_000.0, "seconds": 60, "threads": 2,
+            "live": [{"arm": "spark-eos", "partitions": 4, "read_records_per_sec": 9_900.0, "p50_ms": 1_100.0,
+                      "p99_ms": 2_300.0, "window_s": 45.0},
+                     {"arm": "flink-eos", "partitions": 4, "read_records_per_sec": 4_000.0, "p50_ms": None,
+                      "p99_ms": None, "window_s": None}]}
+    summary, plots = build_report(bench.live_rows(live), "l1", tmp_path)
+    assert summary.startswith("# Peers l1 (live)") and "| 4 | spark-eos | 1,100 | 2,300 | 9,900 |" in summary
+    assert "| 4 | flink-eos | – | – | 4,000 |" in summary and plots[0].stat().st_size > 0
+
+
+def test_an_arms_cpu_is_the_largest_total_sampled_not_the_last():
+    drain = bench.Drain("spark-eos", 4, 1, 1000)
+    for sample in ({"java": 20.0, "python": 8.0}, {"java": 25.0, "python": 10.0}, {"python": 10.5}):
+        drain.take_cpu_sample(sample)  # the last: the JVM exited and is not yet reaped
+    assert (drain.cpu_s, drain.cpu_s_by_command) == (35.0, {"java": 25.0, "python": 10.0})

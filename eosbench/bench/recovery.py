@@ -93,8 +93,9 @@ def soak_options(engine: str, rounds: int, partitions: int, rate: float, port: i
 
     return SoakOptions(duration_s=3600, faults=("kill-driver",), pipeline=engine, max_faults=rounds,
                        throughput=rate, partitions=partitions, records_per_transaction=max(1, int(rate // 10)),
-                       # The next kill waits for ten seconds' worth of records after the last recovery.
-                       gate_records=int(rate * 10), max_offsets_per_trigger=max(20_000, int(rate * 5)),
+                       # The next kill waits for forty seconds' worth of records: a kill's backlog (under 20 s
+                       # of input) drained, the engine has run at the offered rate for 20 s or more.
+                       gate_records=int(rate * 40), max_offsets_per_trigger=max(20_000, int(rate * 5)),
                        port=port, state_dir=state_dir, output_dir=output_dir,
                        metrics_port=METRICS_PORT + 10 * ENGINES.index(engine),
                        **({"txn_scope": SPARK_SCOPE, "source": SPARK_SOURCE} if engine == "spark" else {}))
@@ -140,7 +141,22 @@ def run(engines: list[str], rounds: int, partitions: int, rate: float, port: int
     path.write_text(json.dumps(report, indent=2))
     print_table(report)
     print(f"report: {path}")
+    print(f"plot: {plot(measured, out / 'recovery.png', rate, partitions)}")
     return report
+
+
+def plot(measured: list[EngineRecovery], path: Path, rate: float, partitions: int) -> Path:
+    """Each engine's median time to the first commit and to 90 % throughput after a SIGKILL, whiskers the rounds' spread."""
+    from eosbench.console.plots import bars_png
+
+    groups = {"first commit": {m.engine: m.first_commit_s for m in measured if m.first_commit_s},
+              "90 % throughput": {m.engine: m.recovery_s for m in measured if m.recovery_s}}
+    return bars_png({group: {engine: statistics.median(times) for engine, times in by_engine.items()}
+                     for group, by_engine in groups.items()}, path,
+                    f"seconds from a SIGKILL of the processing side, fed at {rate:,.0f} records/s into {partitions}"
+                    " partitions (median; whiskers: best and worst round)", "seconds",
+                    spread={group: {engine: (min(times), max(times)) for engine, times in by_engine.items()}
+                            for group, by_engine in groups.items()})
 
 
 def _seconds(value: float | None) -> str:

@@ -35,6 +35,7 @@ try:
     from conf.settings import (DEFAULT_BOOTSTRAP, STDOUT, SettingsError, linger_for_final_scrape,  # noqa: E402
                                validation_error_line)
     from conf.stream_settings import GROUPED_SOURCE_FORMAT, StreamSettings  # noqa: E402
+    from streaming.start_timeline import StartTimeline  # noqa: E402
     from streaming.stats import BatchStats, StreamSummary, histogram_percentile  # noqa: E402
 except ImportError as missing:  # spark-submit ran the driver on a Python without eosbench's packages
     print(f"streaming/job.py: error: {sys.executable} cannot import {missing.name!r}; run spark-submit with"
@@ -285,46 +286,6 @@ def print_batch(batch: BatchStats, out=None, note: str | None = None) -> None:
           file=out or sys.stdout, flush=True)
 
 
-START_TIMELINE = "start timeline "
-
-
-def process_started_at(pid: int | str = "self") -> float | None:
-    """When a process began, in wall-clock seconds (Linux's /proc; None elsewhere)."""
-    try:
-        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-        booted = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                      if line.startswith("btime "))
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-    return booted + ticks / os.sysconf("SC_CLK_TCK")
-
-
-class StartTimeline:
-    """When each step of the driver's start ended, in wall-clock seconds, printed once its first batch has committed.
-
-    A restart after a crash is these steps end to end: spark-submit's JVM up to this Python
-    driver (`python`: the process began), its imports (`main`), the Spark session (`session`), the
-    sink's start checks, claim and fences (`sink`), the source (`source`: in slot scope its slot map
-    settled, with Spark's the starting offsets), the query's start (`query`), Spark planning the
-    first batch (`first_batch`: its tasks begin), and that batch run and committed
-    (`first_commit`). `bench peers --recovery` reads the line from the driver's log.
-    """
-
-    def __init__(self):
-        self.marks: dict[str, float] = {}
-        started = process_started_at()
-        if started is not None:
-            self.marks["python"] = started
-
-    def mark(self, step: str, at: float | None = None) -> None:
-        """Note that `step` ended now (or at `at`); a step keeps its first mark."""
-        self.marks.setdefault(step, time.time() if at is None else at)
-
-    def line(self) -> str:
-        """The one line the driver prints: START_TIMELINE and the marks as JSON."""
-        return START_TIMELINE + json.dumps({step: round(at, 3) for step, at in self.marks.items()})
-
-
 def _visibility_observer(settings: StreamSettings, metrics):
     """A started VisibilityObserver of the sink's topics when the settings ask for one, else None."""
     if not settings.visibility_observed:
@@ -351,6 +312,7 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     from streaming.slot_map import settle_slot_count
 
     summary = StreamSummary()
+    mark = timeline.mark if timeline else lambda step, at=None: None
     settings, scope_chosen = resolved_scope(settings)
     settings = settle_slot_count(spark, settings)  # the source's G and the sink's are one reading
     summary.txn_scope = settings.txn_scope if settings.sink == "kafka-eos" else None
@@ -377,8 +339,8 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
         if observer:
             observer.committed(batch.commits)
         if timeline and summary.batches == 1:
-            timeline.mark("first_batch", time.time() - batch.duration_s)
-            timeline.mark("first_commit")
+            mark("first_batch", time.time() - batch.duration_s)
+            mark("first_commit")
             print(timeline.line(), file=sys.stderr, flush=True)
         if on_batch:
             on_batch(batch)
@@ -388,20 +350,17 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
         from streaming.realtime import EpochCounts, prepared_writer, write_stream
 
         sink = prepared_writer(spark, settings, checkpoint)
-        if timeline:
-            timeline.mark("sink")
+        mark("sink")
         writer = write_stream(spark, source(spark, settings, checkpoint), settings, sink)
     else:
         sink = {"kafka-eos": lambda: TransactionalSink(settings, spark, checkpoint, batch_done),
                 "kafka-alo": lambda: AtLeastOnceKafkaSink(settings, batch_done),
                 "delta": lambda: IdempotentDeltaSink(settings, batch_done)}[settings.sink]()
-        if timeline:
-            timeline.mark("sink")
+        mark("sink")
         writer = source(spark, settings, checkpoint).writeStream.foreachBatch(sink)
         writer = writer.trigger(availableNow=True) if settings.trigger == "available-now" \
             else writer.trigger(processingTime=settings.trigger)
-    if timeline:
-        timeline.mark("source")
+    mark("source")
     writer = writer.option("checkpointLocation", settings.checkpoint_uri).queryName(settings.app_id)
     started = time.monotonic()
     # The transactional sinks keep the group's offsets alive for as long as the query runs.
@@ -409,8 +368,7 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
         observer = _visibility_observer(settings, metrics)
         try:
             query = writer.start()
-            if timeline:
-                timeline.mark("query")
+            mark("query")
         except BaseException as exc:
             if observer:
                 observer.stop(wait_s=0)

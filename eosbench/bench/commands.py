@@ -300,12 +300,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
                            " clusters")
         run_sweep(load_workload(args.workload), args.workload.stem, args.results_dir, bootstrap, args.port)
     elif args.bench_command == "peers":
-        from eosbench.bench import peers
+        from eosbench.bench import peers, peers_live
 
         if not 0.0 <= args.transaction_abort_ratio < 1.0:
             raise BadInput(f"--transaction-abort-ratio must be in [0.0, 1.0), got {args.transaction_abort_ratio}")
         if args.live:
-            peers.run_live(bootstrap, args.live, args.live_seconds, sorted(set(args.partitions)),
+            peers_live.run_live(bootstrap, args.live, args.live_seconds, sorted(set(args.partitions)),
                            list(dict.fromkeys(args.arms)), args.results_dir, args.threads)
         else:
             peers.run(bootstrap, args.records, sorted(set(args.partitions)), args.rounds,

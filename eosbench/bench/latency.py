@@ -222,12 +222,18 @@ def _arm(bootstrap: Connection, spark, sink: str, trigger: str, rate: float | No
     finally:
         if observer is not None:
             observer.join(timeout=10)
-    counts = np.asarray(measured.pop("histogram"), dtype=np.int64)
+    return {"sink": sink, "trigger": trigger, "offered_records_per_sec": rate, "backlog": backlog,
+            **window_figures(measured), "transactions": summary.outcomes.get("committed", 0),
+            "load_average": os.getloadavg()[0]}
+
+
+def window_figures(measured: dict) -> dict:
+    """An observer's summary with its latency histogram read as p50 and p99 (None unless it caught up and read)."""
+    counts = np.asarray(measured["histogram"], dtype=np.int64)
     steady = measured["caught_up"] and measured["records"] > 0
-    return {"sink": sink, "trigger": trigger, "offered_records_per_sec": rate, "backlog": backlog, **measured,
+    return {**{name: value for name, value in measured.items() if name != "histogram"},
             "p50_ms": histogram_percentile(counts, 0.5) if steady else None,
-            "p99_ms": histogram_percentile(counts, 0.99) if steady else None,
-            "transactions": summary.outcomes.get("committed", 0), "load_average": os.getloadavg()[0]}
+            "p99_ms": histogram_percentile(counts, 0.99) if steady else None}
 
 
 def arm_lines(row: dict, seconds: int) -> list[str]:

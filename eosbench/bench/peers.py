@@ -37,7 +37,7 @@ from eosbench.bench.inputs import fill_input
 from eosbench.console.errors import EnvironmentProblem
 from eosbench.local.kafka_admin import admin_client, create_topic
 from eosbench.local.peers import PeerSettings, peer_command
-from eosbench.local.processes import Child, descendants
+from eosbench.local.processes import Child, descendants, process_name
 from streaming.verify import verify
 
 PROCESS = "checksum"
@@ -154,23 +154,18 @@ class VisibleOutput:
 
 def cpu_seconds_by_command(pid: int) -> dict[str, float]:
     """User and system CPU seconds of a process and every descendant still running (reaped children included),
-    summed by command name (`java`, `python3.11`…): where an arm's CPU goes, the JVM's or Python's."""
+    summed by command name (`java`, `python`…): where an arm's CPU goes, the JVM's or Python's."""
     ticks = os.sysconf("SC_CLK_TCK")
     by_command: dict[str, float] = {}
     for each in [pid, *descendants(pid)]:
         try:
-            stat = Path(f"/proc/{each}/stat").read_text()
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        command, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1].split()
+        command = process_name(each) or "?"
         name = "python" if command.startswith("python") else command
         by_command[name] = by_command.get(name, 0.0) + sum(int(v) for v in fields[11:15]) / ticks  # utime…cstime
     return by_command
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU seconds of a process and every descendant still running (reaped children included)."""
-    return sum(cpu_seconds_by_command(pid).values())
 
 
 def spark_command(bootstrap: str | Connection, arm: str, input_topic: str, output_topic: str, app_id: str,
@@ -196,49 +191,6 @@ def arm_command(bootstrap: str | Connection, arm: str, input_topic: str, output_
                              trigger)
     return peer_command(PeerSettings(engine, guarantee, input_topic, output_topic, app_id, scratch / "state",
                                      process=PROCESS, threads=threads, commit_interval_ms=COMMIT_INTERVAL_MS), bootstrap)
-
-
-def live(bootstrap: Connection, arm: str, rate: float, seconds: int, partitions: int, scratch: Path,
-         threads: int) -> dict:
-    """One arm fed at `rate` from its launch on a new input: end-to-end latency as `bench latency` times it.
-
-    The feeder runs 3 s before the arm starts, so every arm meets a backlog first; the observer (a
-    read_committed reader in a process of its own) counts a record's latency, its readable time
-    minus its input CreateTime, once the arm's lag has first fallen to what one commit interval
-    brings (`SteadyWindow`).
-    """
-    import multiprocessing
-
-    import numpy as np
-
-    from eosbench.bench.latency import SteadyWindow, fed_input, observe_output
-    from streaming.stats import histogram_percentile
-
-    tag = f"{arm}-live-p{partitions}-{uuid.uuid4().hex[:6]}"
-    source, output = f"eosbench-peers-{tag}-in", f"eosbench-peers-{tag}-out"
-    for topic in (source, output, f"{output}.dlq"):
-        create_topic(bootstrap, topic, partitions, 1)
-    command = arm_command(bootstrap, arm, source, output, f"bench-peers-{tag}", scratch / tag,
-                          max(20_000, int(rate * 5)), threads, trigger=f"{COMMIT_INTERVAL_MS} milliseconds")
-    spawn = multiprocessing.get_context("spawn")
-    results = spawn.Queue()
-    child = Child(arm, scratch / "logs")
-    with fed_input(bootstrap, source, rate, int(rate * (seconds + 60))):
-        window = SteadyWindow(rate, COMMIT_INTERVAL_MS / 1000, time.time())
-        observer = spawn.Process(target=observe_output, daemon=True,
-                                 args=(bootstrap.bootstrap, source, output, partitions, seconds, window, results))
-        observer.start()
-        child.start(command)
-        try:
-            measured = results.get(timeout=seconds + 120)
-        finally:
-            child.kill(signal.SIGKILL)
-            observer.join(timeout=10)
-    counts = np.asarray(measured.pop("histogram"), dtype=np.int64)
-    steady = measured["caught_up"] and measured["records"] > 0
-    return {"arm": arm, "partitions": partitions, "offered_records_per_sec": rate, **measured,
-            "p50_ms": histogram_percentile(counts, 0.5) if steady else None,
-            "p99_ms": histogram_percentile(counts, 0.99) if steady else None, "load_average": os.getloadavg()[0]}
 
 
 def fill(bootstrap: str | Connection, topic: str, records: int, partitions: int, abort_ratio: float) -> int:
@@ -315,52 +267,6 @@ def drain(bootstrap: str | Connection, arm: str, input_topic: str, committed: in
     return result
 
 
-def run_live(bootstrap: str | Connection, rate: float, seconds: int, partition_counts: list[int], arms: list[str],
-             output_dir: Path, threads: int) -> dict:
-    """Every arm fed at one rate on a new input per partition count, one after the other; print and return the report."""
-    from eosbench.bench.latency import arm_lines, wait_for_quiet
-
-    run_id = uuid.uuid4().hex[:8]
-    scratch = Path(tempfile.mkdtemp(prefix="eosbench-bench-peers-live-"))
-    rows = []
-    for partitions in partition_counts:
-        for arm in arms:
-            wait_for_quiet(2.0)  # the last arm's load is not the next one's
-            print(f"{partitions:>4} partitions {arm} at {rate:,.0f} records/s offered ({seconds} s, load average"
-                  f" {os.getloadavg()[0]:.2f} at start)", flush=True)
-            rows.append(live(connection(bootstrap), arm, rate, seconds, partitions, scratch, threads))
-            print("\n".join(arm_lines(rows[-1], seconds)), flush=True)
-    report = {"run_id": run_id, "rate": rate, "seconds": seconds, "threads": threads,
-              "commit_interval_ms": COMMIT_INTERVAL_MS, "process": PROCESS, "live": rows}
-    output_dir.mkdir(parents=True, exist_ok=True)
-    report["results_table"] = record_rows(live_rows(report), output_dir)
-    path = output_dir / f"peers-live-{run_id}.json"
-    path.write_text(json.dumps(report, indent=2))
-    print(f"\npeers live {run_id}: {rate:,.0f} records/s offered, {seconds} s an arm")
-    for row in rows:
-        latency = (f"p50 {row['p50_ms']:,.0f} ms, p99 {row['p99_ms']:,.0f} ms" if row["p50_ms"] is not None
-                   else "never caught up")
-        print(f"  {row['partitions']:>4} partitions {row['arm']:<18} {latency},"
-              f" {row['read_records_per_sec']:,.0f} records/s read (load average {row['load_average']:.2f})")
-    print(f"report: {path}")
-    print(f"plot: {plot_live(rows, output_dir / f'peers-live-{run_id}.png', rate)}")
-    print(f"results table: {report['results_table']}; `eosbench report --run-id {run_id}` plots it")
-    return report
-
-
-def plot_live(rows: list[dict], path: Path, rate: float) -> Path:
-    """Each arm's p50 and p99 end-to-end latency per partition count (an arm that never caught up has no bar)."""
-    from eosbench.console.plots import bars_png
-
-    groups: dict[str, dict[str, float]] = {}
-    for row in rows:
-        for figure in ("p50_ms", "p99_ms"):
-            if row[figure] is not None:
-                groups.setdefault(f"{row['partitions']} partitions, {figure[:3]}", {})[row["arm"]] = row[figure]
-    return bars_png(groups, path, f"end-to-end latency, input CreateTime to readable read_committed, fed at"
-                                  f" {rate:,.0f} records/s", "ms")
-
-
 def run(bootstrap: str | Connection, records: int, partition_counts: list[int], rounds: int, arms: list[str],
         abort_ratio: float, output_dir: Path, threads: int) -> dict:
     """Fill an input per partition count, drain it with every arm over the rounds, print and return the report."""
@@ -400,7 +306,8 @@ def run(bootstrap: str | Connection, records: int, partition_counts: list[int], 
     return report
 
 
-def _common_row(report: dict) -> dict:
+def common_row(report: dict) -> dict:
+    """The results-table columns every row of a `bench peers` run shares."""
     from eosbench.bench import results
 
     return dict(run_id=report["run_id"], bench="peers", workload=None, git_revision=results.git_revision(),
@@ -411,7 +318,7 @@ def drain_rows(report: dict) -> list[dict]:
     """The results table's rows of a drain run: one per arm and partition count (its medians), and the anchors."""
     from eosbench.bench import results
 
-    common = {**_common_row(report), "abort_ratio": report["abort_ratio"], "records": report["records"]}
+    common = {**common_row(report), "abort_ratio": report["abort_ratio"], "records": report["records"]}
     rows = []
     for partitions, by_arm in report["medians"].items():
         for arm, figures in by_arm.items():
@@ -435,19 +342,6 @@ def drain_rows(report: dict) -> list[dict]:
                 config_json=json.dumps({"mode": "read_committed, whole input", "partitions": int(partitions)}),
                 figures_json=json.dumps(read)))
     return rows
-
-
-def live_rows(report: dict) -> list[dict]:
-    """The results table's rows of a live run: one per arm and partition count, its end-to-end latency."""
-    from eosbench.bench import results
-
-    return [results.new_row(
-        **_common_row(report), cell=f"{row['arm']}-p{row['partitions']}-live", sink=row["arm"],
-        throughput_rps=row["read_records_per_sec"], latency_p50_ms=row["p50_ms"], latency_p99_ms=row["p99_ms"],
-        latency_kind="end to end", seconds=row["window_s"],
-        config_json=json.dumps({"mode": "live", "partitions": row["partitions"], "rate": report["rate"],
-                                "seconds": report["seconds"], "threads": report["threads"]}),
-        figures_json=json.dumps(row)) for row in report["live"]]
 
 
 def record_rows(rows: list[dict], results_dir: Path) -> str:

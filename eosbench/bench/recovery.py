@@ -7,9 +7,10 @@ the processing side (the driver's session, or the peer's JVM) and relaunches it 
 sampler of the group's committed offsets times every engine from outside the same way: to the
 first commit after the kill, and to throughput back at 90 % of its rate before the kill. Every
 round is verified (live, then in full at the end), so a fast recovery that broke exactly-once
-would show. For the Spark job, the relaunched driver's start timeline (streaming/job.py) splits its
-time into steps: the JVM up to the Python driver, its imports, the session, the sink's start checks
-and fences, the source, the query's start, Spark planning the first batch, and that batch.
+would show. For the Spark job, the relaunched driver's start timeline (streaming/start_timeline.py)
+splits its time into steps: the JVM up to the Python driver, its imports, the session, the sink's
+start checks and fences, the source, the query's start, Spark planning the first batch, and that
+batch.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from streaming.start_timeline import START_TIMELINE
+
 if TYPE_CHECKING:
     from eosbench.soak.options import SoakOptions
 
 ENGINES = ("spark", "kafka-streams", "flink")
-# The steps of a relaunched Spark driver, each ending at a mark of streaming/job.py's StartTimeline.
+# The steps of a relaunched Spark driver, each ending at a mark of streaming/start_timeline.py's StartTimeline.
 SPARK_STEPS = ("python", "main", "session", "sink", "source", "query", "first_batch", "first_commit")
 # The Spark job's best exactly-once arm (docs/benchmarks.md), as `bench peers` runs it.
 SPARK_SCOPE, SPARK_SOURCE = "slot", "grouped"
@@ -58,9 +61,7 @@ class EngineRecovery:
 
 
 def start_timelines(log_dir: Path) -> list[dict[str, float]]:
-    """Every launch's start timeline (streaming/job.py) in the soak's stream logs, in the order the launches began."""
-    from streaming.job import START_TIMELINE
-
+    """Every launch's start timeline (streaming/start_timeline.py) in the soak's stream logs, in the order they began."""
     timelines = []
     for log in log_dir.glob("stream-*.log"):
         for line in log.read_text(errors="replace").splitlines():

@@ -68,10 +68,10 @@ class Pipeline:
         self.producer = Child("producer", output_dir / "logs", env)
         self.copiers = ([Child(f"copier-{partition}", output_dir / "logs", env) for partition in range(options.partitions)]
                         if options.pipeline == "java-copier" else [])
-        self.peer = options.pipeline if options.pipeline in PEER_PIPELINES else None  # the peer engine, if one runs
         self.peer_state_dir = output_dir / "peer-state"  # Kafka Streams' state.dir, Flink's retained checkpoints
-        self._peer_settings = PeerSettings(self.peer, "exactly-once", self.input_topic, self.output_topic, self.app_id,
-                                           self.peer_state_dir, heap_mb=384) if self.peer else None
+        self._peer_settings = (PeerSettings(options.pipeline, "exactly-once", self.input_topic, self.output_topic,
+                                            self.app_id, self.peer_state_dir, heap_mb=384)
+                               if options.pipeline in PEER_PIPELINES else None)
         # An s3a:// checkpoint adds hadoop-aws, its SDK and the checkpoint file manager.
         self._spark_jars = ([*resolve_bundle("spark"), *(resolve_bundle("s3a") if options.s3_checkpoint else [])]
                             if options.pipeline == "spark" else [])
@@ -91,6 +91,11 @@ class Pipeline:
         self.stages = self.copiers or [self.stream]  # what copies input to output, one child or one per partition
         self._supervised = {"producer", *(child.name for child in self.stages)}
         self._deaths: dict[str, list[tuple[float, int]]] = {}
+
+    @property
+    def peer(self) -> str | None:
+        """The peer engine in the stream's place (kafka-streams or flink), or None."""
+        return self._peer_settings.engine if self._peer_settings else None
 
     def _producer_command(self) -> list[str]:
         o = self.options

@@ -22,6 +22,11 @@ BASELINE_WINDOW_S = 20.0
 STALE_AFTER_S = 5.0  # a sampler whose figure has not moved for this long reconnects
 
 
+def committed_total(committed: list[TopicPartition]) -> int:
+    """The group's committed offsets summed over its partitions, a partition without one counting 0."""
+    return sum(max(0, tp.offset) for tp in committed)
+
+
 class ProgressSampler:
     """Samples the sink group's committed offsets (summed over partitions) twice a second.
 
@@ -50,7 +55,7 @@ class ProgressSampler:
                 committed = self._consumer.committed(self._partitions, timeout=2)
             except Exception:  # the broker is down or paused: a gap in the timeline, not an error
                 continue
-            total = sum(max(0, tp.offset) for tp in committed)
+            total = committed_total(committed)
             uncommitted = [tp.partition for tp in committed if tp.offset < 0]
             by_run = {tp.partition: (tp.offset, commit_run(tp)) for tp in committed}
             if not self.samples or total != self.samples[-1][1]:
@@ -75,7 +80,7 @@ class ProgressSampler:
         """The committed total read at this moment, by a consumer of its own; None if the cluster does not answer."""
         consumer = Consumer(self._config, logger=CLIENT_LOG)
         try:
-            return sum(max(0, tp.offset) for tp in consumer.committed(self._partitions, timeout=5))
+            return committed_total(consumer.committed(self._partitions, timeout=5))
         except Exception:  # a broker restarting: the caller falls back on the latest sample
             return None
         finally:

@@ -681,7 +681,7 @@ def test_the_first_commit_after_a_fault_is_the_first_sample_after_it_was_undone_
 
 def test_recovery_splits_each_relaunch_into_the_drivers_steps_from_the_kill(tmp_path):
     from eosbench.bench.recovery import EngineRecovery, relaunch_steps, start_timelines
-    from streaming.job import START_TIMELINE
+    from streaming.start_timeline import START_TIMELINE
     logs = tmp_path / "logs"
     logs.mkdir()
     first = {"python": 100.0, "main": 101.0, "session": 105.0, "first_commit": 112.0}
@@ -704,7 +704,7 @@ def test_recovery_splits_each_relaunch_into_the_drivers_steps_from_the_kill(tmp_
 
 
 def test_the_drivers_start_timeline_is_one_line_of_marks_each_kept_at_its_first_time():
-    from streaming.job import START_TIMELINE, StartTimeline, process_started_at
+    from streaming.start_timeline import START_TIMELINE, StartTimeline, process_started_at
     timeline = StartTimeline()
     began = process_started_at()
     assert began is not None and began <= time.time() and timeline.marks["python"] == began

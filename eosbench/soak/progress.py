@@ -45,12 +45,16 @@ class ProgressSampler:
         self._by_run: dict[int, tuple[int, str | None]] = {}
         self._started = started
         self._stop = threading.Event()
+        self._renew = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="eosbench-soak-sampler", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(SAMPLE_EVERY_S):
+            if self._renew.is_set():
+                self._renew.clear()
+                self._reconnect()
             try:
                 committed = self._consumer.committed(self._partitions, timeout=2)
             except Exception:  # the broker is down or paused: a gap in the timeline, not an error
@@ -61,15 +65,22 @@ class ProgressSampler:
             if not self.samples or total != self.samples[-1][1]:
                 self._last_change = time.monotonic()
             elif time.monotonic() - self._last_change > STALE_AFTER_S:
-                # After the group coordinator's broker is killed, a long-lived client kept
-                # answering with the old offsets; a new one finds the new coordinator.
-                self._consumer.close()
-                self._consumer = Consumer(self._config, logger=CLIENT_LOG)
-                self._last_change = time.monotonic()
+                self._reconnect()
             with self._lock:
                 self.samples.append((time.monotonic() - self._started, total))
                 self._uncommitted = uncommitted
                 self._by_run = by_run
+
+    def _reconnect(self) -> None:
+        # After the group coordinator's broker is killed, a long-lived client kept answering
+        # with the old offsets; a new one finds the new coordinator.
+        self._consumer.close()
+        self._consumer = Consumer(self._config, logger=CLIENT_LOG)
+        self._last_change = time.monotonic()
+
+    def renew(self) -> None:
+        """Have the next sample read by a new consumer: a fault that moved the coordinator leaves the old one stale."""
+        self._renew.set()
 
     def processed(self) -> int:
         """The latest committed total (0 before the first sample)."""

@@ -195,8 +195,12 @@ class Soak:
         # The fault is undone and a killed process reaped: a commit seen above this total is its successor's.
         undone_at, settled = self._elapsed(), sampler.committed_now()
         settled = sampler.processed() if settled is None else settled
+        sampler.renew()
         self._keep_alive()
-        if self.wait_for(lambda: sampler.recovered(record.at_s, self._elapsed(), baseline),
+        # Recovered means committing again at 90 % of the baseline, so never before the first
+        # commit: a sampler that caught up on commits it had missed shows a burst, not a recovery.
+        if self.wait_for(lambda: sampler.first_move(undone_at, settled) is not None
+                         and sampler.recovered(record.at_s, self._elapsed(), baseline),
                          self.options.recovery_timeout_s, "throughput to recover"):
             record.recovery_s = round(self._elapsed() - record.at_s, 1)
         first_commit = sampler.first_move(undone_at, settled)

@@ -53,7 +53,7 @@ from streaming.output_evidence import settle_timeout_s
 from streaming.process import arrow_columns, source_columns
 from streaming.sink_clients import group_offsets_of
 from streaming.sink_group import OffsetKeeper, SinkPreconditionError, offsets_retention_minutes
-from streaming.sink_start import checked_group, claim, driver_plan, recommit_partitions
+from streaming.sink_start import checked_group, claim, driver_plan, partition_recommits
 from streaming.sink_task import SINK_LOG, partition_task, run_transaction, slot_task
 from streaming.slot_map import grouped_slot_map, partitions_changing_slot, settle_slot_count, slot_groups, slot_map
 from streaming.starting_offsets import replay_written_again
@@ -96,6 +96,9 @@ class TransactionalSink:
         # Slot scope: each partition's slot, as (k, G), of its last commit since the last fence of every slot id. The
         # claim fenced them all, so none is bound yet.
         self._slot_of: dict[int, tuple[int, int]] = {}
+        # Per transactional id, the writer token of its latest init that a row reported (or the driver's fence), for
+        # the next plan: a worker drops a copy that a later init fenced before it fails an attempt with it.
+        self._writers: dict[str, str] = {}
         self.checkpoint = checkpoint
         self._pending_batch = self.checkpoint.pending_batch()  # read before the query starts
         # The driver's transactions (empty slices, batch scope, the keeper) share the driver's cached
@@ -134,6 +137,7 @@ class TransactionalSink:
             start_offsets=self.checkpoint.batch_start_offsets(batch_id, topic),
             replayed=0 < batch_id == self._pending_batch, sink_client=self.settings.client,
             txn_slots=self.slots, output_partitioning=self.settings.output_partitioning, run=self.run,
+            writers=dict(self._writers),
         )
 
     @contextmanager
@@ -204,6 +208,7 @@ class TransactionalSink:
             stats.add_task(row)
             self.keeper.committed(row["committed_partitions"])
         stats.slots_fenced, self.slots_fenced = self.slots_fenced, 0
+        self._writers.update(stats.writers)
 
     def _check_one_task_per_partition(self, df, plan: TaskPlan) -> None:
         """The driver's split guard: one Spark partition per Kafka partition with new offsets.
@@ -339,7 +344,9 @@ class TransactionalSink:
         plan = self._driver_plan()
         ids = sorted(set(range(self.slots)) | {k for k, _ in old})
         started = time.perf_counter()
-        clients.fence(plan, [slot_transactional_id(plan.app_id, k) for k in ids])
+        fenced = [slot_transactional_id(plan.app_id, k) for k in ids]
+        clients.fence(plan, fenced)
+        self._writers.update(dict.fromkeys(fenced, clients.FENCED_BY_DRIVER))
         self.slots_fenced += len(ids)
         self._slot_of.clear()  # every slot id is fenced: no partition is bound to its last slot any more
         SINK_LOG.info("fenced %d slot transactional ids (%s.slot.0..%d) in %.2f s", len(ids), plan.app_id,
@@ -361,7 +368,8 @@ class TransactionalSink:
 
     def _driver_plan(self) -> TaskPlan:
         """The plan of the driver's transactions outside a batch (the keeper's, the slot fence)."""
-        return driver_plan(self.settings, self.group_metadata, self._partitions, self.slots, self.run)
+        return replace(driver_plan(self.settings, self.group_metadata, self._partitions, self.slots, self.run),
+                       writers=dict(self._writers))
 
     def renew_owner(self) -> None:
         """Write the owner record again before Kafka expires it (the keeper's)."""
@@ -383,7 +391,8 @@ class TransactionalSink:
             for (k, _), row in zip(sorted(by_slot.items()), rows):
                 self._note_slots(row["committed_partitions"], k)
         else:
-            return recommit_partitions(plan, topic, partitions)
+            rows = partition_recommits(plan, topic, partitions)
+        self._writers.update((row["txn_id"], row["writer"]) for row in rows if row["writer"])
         return sorted(p for row in rows for p in row["committed_partitions"])
 
 

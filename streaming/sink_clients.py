@@ -8,8 +8,10 @@ workers across tasks, so clients live on between tasks and batches.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from conf.client_config import connection_of
@@ -40,6 +42,12 @@ PRODUCER_IDLE_S = 60.0
 # of two workers runs at 1,000 (at 256, partition scope there created every producer anew each batch).
 MAX_CACHED_PRODUCERS = 768
 _LAST_USED: dict[tuple, float] = {}
+# Each producer's writer token: which init of its transactional id it is. The driver learns from the
+# tasks' rows which token inited each id last and ships that in the plan, so a worker whose copy a
+# later init (another worker's, or the driver's fence) has fenced drops it before the attempt
+# instead of failing one: Spark runs a slot's task on whichever Python worker is free.
+_WRITERS: dict[tuple, str] = {}
+FENCED_BY_DRIVER = "driver"  # the token of an id the driver fenced: no task's copy is current
 _clock = time.monotonic
 
 
@@ -62,6 +70,9 @@ def has_producer(key: tuple) -> bool:
 def cached_producer(plan: TaskPlan, key: tuple, timings: dict[str, float]):
     """Step 1: the cached producer for T(p), or a new one that has fenced its predecessors."""
     txn_id = key[0]
+    latest = plan.writers.get(txn_id)
+    if latest is not None and key in _PRODUCERS and latest != _WRITERS.get(key):
+        drop_producer(key)  # a later init fenced it: a new producer now costs no failed attempt
     producer = _PRODUCERS.get(key)
     if producer is None:
         started = time.perf_counter()
@@ -75,6 +86,7 @@ def cached_producer(plan: TaskPlan, key: tuple, timings: dict[str, float]):
         producer.init_transactions(60)
         timings["init"] += time.perf_counter() - started
         _PRODUCERS[key] = producer
+        _WRITERS[key] = f"{os.getpid()}.{uuid.uuid4().hex[:8]}"
     now = _clock()
     _LAST_USED.pop(key, None)
     _LAST_USED[key] = now  # the dict stays in order of last use, the least recent first
@@ -83,6 +95,11 @@ def cached_producer(plan: TaskPlan, key: tuple, timings: dict[str, float]):
     for oldest in list(_LAST_USED)[:max(0, len(_LAST_USED) - MAX_CACHED_PRODUCERS)]:
         drop_producer(oldest)
     return producer
+
+
+def writer_of(key: tuple) -> str:
+    """The writer token of this worker's producer for the key ('' without one)."""
+    return _WRITERS.get(key, "")
 
 
 def _await_learned_broker(producer, topic: str) -> None:
@@ -128,6 +145,7 @@ def drop_producer(key: tuple) -> None:
     """Forget a producer; the next one's init_transactions aborts whatever it left open."""
     producer = _PRODUCERS.pop(key, None)
     _LAST_USED.pop(key, None)
+    _WRITERS.pop(key, None)
     if producer is not None:
         try:
             producer.purge()

@@ -231,8 +231,12 @@ def claim(settings: StreamSettings, group_metadata, partitions: list[int], commi
     return Claim(run, scope, own, fencing, seconds)
 
 
-def recommit_partitions(plan: TaskPlan, topic: str, partitions: list[int]) -> list[int]:
-    """Partition scope's keeper refresh: each partition's offset re-committed unchanged by T(p); return those committed."""
-    rows = [run_transaction(plan, transactional_id(plan.app_id, topic, p), [], {(topic, p): KEEP_COMMITTED})
+def partition_recommits(plan: TaskPlan, topic: str, partitions: list[int]) -> list[dict]:
+    """Partition scope's keeper refresh: each partition's offset re-committed unchanged by T(p); the transactions' rows."""
+    return [run_transaction(plan, transactional_id(plan.app_id, topic, p), [], {(topic, p): KEEP_COMMITTED})
             for p in partitions]
-    return sorted(p for row in rows for p in row["committed_partitions"])
+
+
+def recommit_partitions(plan: TaskPlan, topic: str, partitions: list[int]) -> list[int]:
+    """partition_recommits' committed partitions."""
+    return sorted(p for row in partition_recommits(plan, topic, partitions) for p in row["committed_partitions"])

@@ -187,7 +187,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
     stats = {"records_in": sum(len(records) for records in slices), "records_out": 0, "records_dead_lettered": 0,
              "records_skipped": 0, "retries": 0, "fenced": 0, "aborted": 0, "outcome": "committed",
              "transactions": 0, "register_round_trips": 0, "first_send_after_begin_s": 0.0, "committed_partitions": [],
-             "txn": "", "committed_at_s": 0.0}
+             "txn": "", "committed_at_s": 0.0, "txn_id": txn_id, "writer": ""}
     latencies: list[np.ndarray] = []
     unsure: _Attempt | None = None  # the last attempt whose commit_transaction failed
     transactions = attempt = 0  # transactions committed; failed attempts since the last commit
@@ -331,7 +331,7 @@ def run_transaction(plan: TaskPlan, txn_id: str, slices: list[SourceSlice], offs
             in_flight(False)
             clients.drop_producer(key)
             raise
-    stats["transactions"] = transactions
+    stats["transactions"], stats["writer"] = transactions, clients.writer_of(key)
     if stats["outcome"] == "skipped_replay":
         stats["records_skipped"] = stats["records_in"]
     else:

@@ -34,6 +34,7 @@ STATS_FIELDS: tuple[tuple[str, str], ...] = (
     ("latency_counts", "array<bigint>"),
     ("txn", "string"), ("committed_at_s", "double"),  # identity of a commit with records, and when it returned
     ("committed_partitions", "array<bigint>"),  # the input partitions whose offsets it committed
+    ("txn_id", "string"), ("writer", "string"),  # the transactional id and its producer's writer token
 )
 STATS_SCHEMA = ", ".join(f"{name} {ddl}" for name, ddl in STATS_FIELDS)
 
@@ -89,6 +90,7 @@ class BatchStats:
     task_phases: list[dict[str, float]] = field(default_factory=list)  # per transaction, for histograms
     # (identity, wall-clock seconds when commit_transaction returned) per commit that wrote records
     commits: list[tuple[str, float]] = field(default_factory=list)
+    writers: dict[str, str] = field(default_factory=dict)  # per transactional id, the token of the producer that used it
     slots_fenced: int = 0  # slot scope: slot ids the driver fenced before the batch's tasks (a changed slot map)
     duration_s: float = 0.0
     # The sink driver's own steps (waiting for the keeper, the plan, the guards, the tasks' Spark job,
@@ -124,6 +126,8 @@ class BatchStats:
             self.task_phases.append({phase: row[f"phase_{phase}_s"] for phase in PHASES})
             if row["txn"]:
                 self.commits.append((row["txn"], row["committed_at_s"]))
+        if row.get("writer"):
+            self.writers[row["txn_id"]] = row["writer"]
         self.register_round_trips += row["register_round_trips"]
         self.first_send_after_begin_s += row["first_send_after_begin_s"]
         self.latency_counts = self.latency_counts + np.asarray(row["latency_counts"], dtype=np.int64)
@@ -191,6 +195,7 @@ class StreamSummary:
     python: dict | None = None  # with --report-python: streaming/job.py's python_locations()
     txn_scope: str | None = None  # the transactional sink's scope as it ran (None for the other sinks)
     txn_scope_chosen: str | None = None  # with --txn-scope auto: the scope it chose, and why
+    source: str | None = None  # the Kafka source it read with (--source auto chooses one)
     _latency: object = None
     _driver_seconds: deque = field(default_factory=lambda: deque(maxlen=1000))  # the last batches': a soak runs for days
 

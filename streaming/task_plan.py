@@ -54,6 +54,9 @@ class TaskPlan:
     # claim (a test's, a bench's own transactions), which checks nothing.
     run: str = ""
     output_partitioning: str = "key"  # or "input": a record goes to the output partition numbered as its input's
+    # Per transactional id, the writer token of its latest init as the driver last heard (streaming/sink_clients.py):
+    # a worker's cached producer with another token is fenced already and is replaced before the attempt.
+    writers: dict = field(default_factory=dict)
 
 
 def transactional_id(app_id: str, topic: str, partition: int) -> str:

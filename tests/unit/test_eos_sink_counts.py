@@ -26,6 +26,7 @@ def cluster(monkeypatch) -> FakeCluster:
     monkeypatch.setattr(sink_clients, "kafka_module", lambda: fake)
     monkeypatch.setattr(sink_clients, "_PRODUCERS", {})
     monkeypatch.setattr(sink_clients, "_OFFSET_READERS", {})
+    monkeypatch.setattr(sink_clients, "_WRITERS", {})
     return fake
 
 
@@ -61,6 +62,23 @@ def test_a_replay_after_a_clean_commit_is_still_skipped(cluster):
     sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     replay = sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 8))], {("in", 0): 10})
     assert replay["outcome"] == "skipped_replay" and replay["records_out"] == 0 and replay["records_skipped"] == 8
+
+
+def test_a_cached_producer_that_a_later_init_fenced_is_replaced_before_the_attempt_not_after_it(cluster):
+    first = sink_task.run_transaction(plan_for(), "app.in.0", [records(range(0, 4))], {("in", 0): 5})
+    # The driver heard that another worker's producer inited app.in.0 since: this worker's copy is fenced.
+    moved = sink_task.run_transaction(plan_for(writers={"app.in.0": "4242.elsewhere"}), "app.in.0",
+                                      [records(range(5, 8))], {("in", 0): 9})
+    assert len(cluster.producers) == 2 and moved["writer"] not in ("", first["writer"])
+    assert (moved["retries"], moved["fenced"], moved["outcome"]) == (0, 0, "committed")
+    # The copy the driver names as the latest is kept.
+    kept = sink_task.run_transaction(plan_for(writers={"app.in.0": moved["writer"]}, end_offsets={0: 10}), "app.in.0",
+                                     [records(range(9, 10))], {("in", 0): 10})
+    assert len(cluster.producers) == 2 and kept["writer"] == moved["writer"]
+    batch = BatchStats(0)
+    for row in (first, moved):
+        batch.add_task(row)
+    assert batch.writers == {"app.in.0": moved["writer"]}, "the driver keeps each id's latest writer for the next plan"
 
 
 def test_offsets_held_open_past_a_cached_producer_get_a_new_producer_and_a_fresh_one_waits(cluster, monkeypatch):

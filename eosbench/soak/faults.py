@@ -18,6 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from conf.client_config import connection
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.kafka_admin import cluster_metadata, under_replicated
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
 
 # How long a zombie-executor's woken processes may act (and fail on their fence) before they are killed.
 ZOMBIE_GRACE_S = 10.0
+ADDED_PARTITIONS = 2  # by each add-partitions round
 # A restarted driver's spark-submit takes longer than this to commit; an old run's last tasks, less.
 NEW_DRIVER_S = 5.0
 # The kinds a soak without --faults injects (less the Spark-only ones when no Spark runs).
@@ -353,6 +357,33 @@ def restart_producer(soak: SoakUnderFaults, occurrence: int) -> str:
     """SIGKILL the producer and restart it with --resume."""
     pid = soak.pipeline.restart(soak.pipeline.producer)
     return f"SIGKILL producer pid {pid}; restarted with --resume"
+
+
+def needs_micro_batch(options: SoakOptions) -> None:
+    """Refuse add-partitions in real-time mode, where no soak has yet grown the input."""
+    if options.realtime:
+        raise BadInput("--faults add-partitions is tried in micro-batch mode only: no soak has grown the input under"
+                       " real-time mode's long-running tasks yet; drop it or the real-time trigger")
+
+
+@fault_kind("add-partitions", check=needs_micro_batch, spark_only=True)
+def add_partitions(soak: SoakUnderFaults, occurrence: int) -> str:
+    """Grow the input topic by ADDED_PARTITIONS, and wait until the sink has committed records of each new partition."""
+    topic = soak.pipeline.input_topic
+    before = len(cluster_metadata(soak.bootstrap).topics[topic].partitions)
+    grown = before + ADDED_PARTITIONS
+    admin = AdminClient(connection(soak.bootstrap).librdkafka())
+    admin.create_partitions([NewPartitions(topic, grown)])[topic].result(60)
+    started = time.monotonic()
+    soak.sampler.watch_partitions(grown)
+    # The producer's keys reach the new partitions at its next metadata refresh, the source's
+    # reads at its next batch; committed offsets above 0 on each prove both.
+    new = range(before, grown)
+    if soak.wait_for(lambda: all(soak.sampler.offsets_and_runs().get(p, (-1, None))[0] > 0 for p in new),
+                     soak.options.recovery_timeout_s, "the sink to commit records of every new partition"):
+        return (f"grew {topic} from {before} to {grown} partitions; the sink committed records of each new one"
+                f" {time.monotonic() - started:.0f} s later")
+    return f"grew {topic} from {before} to {grown} partitions; the sink committed no records of some new ones"
 
 
 @fault_kind("kill-worker", check=needs_standalone_master, spark_only=True)

@@ -107,7 +107,9 @@ class Pipeline:
                 "--transaction-abort-ratio", str(o.abort_ratio), "--seed", str(o.seed), "--run-id", self.run_id,
                 "--resume", "--metrics-port", str(o.metrics_port), "--metrics-linger", "0", "--reporting-interval", "30000",
                 "--producer-props", "acks=all", f"delivery.timeout.ms={o.delivery_timeout_ms}",
-                f"request.timeout.ms={o.delivery_timeout_ms // 2}", "linger.ms=5", "transaction.timeout.ms=30000"]
+                f"request.timeout.ms={o.delivery_timeout_ms // 2}", "linger.ms=5", "transaction.timeout.ms=30000",
+                # Partitions an add-partitions round creates get records within seconds, not librdkafka's 5 minutes.
+                "topic.metadata.refresh.interval.ms=5000"]
 
     def _stream_command(self) -> list[str]:
         o = self.options

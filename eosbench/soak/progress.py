@@ -56,7 +56,9 @@ class ProgressSampler:
                 self._renew.clear()
                 self._reconnect()
             try:
-                committed = self._consumer.committed(self._partitions, timeout=2)
+                with self._lock:
+                    partitions = list(self._partitions)
+                committed = self._consumer.committed(partitions, timeout=2)
             except Exception:  # the broker is down or paused: a gap in the timeline, not an error
                 continue
             total = committed_total(committed)
@@ -70,6 +72,11 @@ class ProgressSampler:
                 self.samples.append((time.monotonic() - self._started, total))
                 self._uncommitted = uncommitted
                 self._by_run = by_run
+
+    def watch_partitions(self, count: int) -> None:
+        """Sample the first `count` partitions of the input from now on (it has grown)."""
+        with self._lock:
+            self._partitions = [TopicPartition(self._partitions[0].topic, p) for p in range(count)]
 
     def _reconnect(self) -> None:
         # After the group coordinator's broker is killed, a long-lived client kept answering

@@ -43,7 +43,7 @@ SOAK_PROMETHEUS_PORT = 19690
 SPARK_MASTER_PORT, SPARK_UI_PORT = 17077, 18080
 SOAK_HDFS_PORT = 29020  # its NameNode; 29021-29024 its HTTP and DataNode ports
 REALTIME_FAULTS = ("kill-broker", "kill-driver", "pause-broker", "delete-checkpoint")
-CLUSTER_FAULTS = ("kill-worker", "kill-executor", "restart-hdfs", "zombie-executor")
+CLUSTER_FAULTS = ("kill-worker", "kill-executor", "restart-hdfs", "zombie-executor", "add-partitions")
 YARN_S3_FAULTS = ("kill-container", "restart-nodemanager", "restart-s3")
 PEER_FAULTS = ("kill-driver", "kill-broker", "pause-broker", "restart-producer")
 
@@ -259,9 +259,10 @@ def test_kafka_streams_and_flink_survive_the_faults_a_peer_meets_on_three_broker
 @pytest.mark.heavy
 def test_slot_scope_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_worker_executor_and_namenode_kills(tmp_path):
     # The issue's cluster setup: executors on a standalone cluster and the checkpoint on a real
-    # HDFS, with one round of each fault only this setup has. The other kinds are the local
-    # soaks' above: with them too (eight rounds, three of them driver restarts) a round took 1.5
-    # to 3 minutes on the loaded two-core machine, far past the five minutes CI can give.
+    # HDFS, with one round of each fault only this setup has, and the input grown mid-run. The
+    # other kinds are the local soaks' above: with them too (eight rounds, three of them driver
+    # restarts) a round took 1.5 to 3 minutes on the loaded two-core machine, far past the five
+    # minutes CI can give.
     spark_state, hdfs_state = tmp_path / "spark", tmp_path / "hdfs"
     cluster = StandaloneCluster(SparkClusterSettings(master_port=SPARK_MASTER_PORT, master_ui_port=SPARK_UI_PORT,
                                                      state_dir=spark_state))
@@ -292,6 +293,9 @@ def test_slot_scope_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_wor
     assert stream_exits and all(died["exit_code"] == 3 and died["last_line"].startswith(
         "streaming/job.py: error: the streaming query failed: ") for died in stream_exits), stream_exits
     assert details["kill-worker"].startswith("SIGKILL Spark worker-"), details
+    # The grouped source's slot map takes the new partitions in, and the final verify above covers their records.
+    assert re.fullmatch(r"grew \S+ from 4 to 6 partitions; the sink committed records of each new one \d+ s later",
+                        details["add-partitions"]), details
     # Each kind's first round; an executor JVM on even rounds, a Python worker on odd ones.
     assert details["kill-executor"].startswith("SIGKILL executor JVM pid"), details
     # The paused task's Python worker wakes after the new driver committed, and the fences hold (verify above).
@@ -317,12 +321,14 @@ def test_slot_scope_on_yarn_with_its_checkpoint_on_s3_survives_container_nodeman
         report = run_soak(tmp_path, "--master", "yarn", "--yarn-state-dir", str(yarn_cluster.settings.state_dir),
                           "--checkpoint", f"{s3_server.settings.bucket_uri}/soak",
                           "--s3-state-dir", str(s3_server.settings.state_dir), "--txn-scope", "slot",
-                          "--partitions", "2", "--faults", ",".join(YARN_S3_FAULTS), "--gate-records", "200",
+                          "--source", "spark", "--partitions", "2", "--faults", ",".join(YARN_S3_FAULTS), "--gate-records", "200",
                           "--max-faults", str(len(YARN_S3_FAULTS)), "--metrics-linger", "0", duration="8m",
                           timeout=720, keep_broker=True)
         assert broker.running_nodes(), "the soak leaves running the broker it did not start"
         assert_clean(report, tmp_path)
         assert report["options"]["master"] == "yarn" and report["options"]["txn_scope"] == "slot"
+        # On Spark's source by name: the standalone soak's is the grouped one, the default's choice here.
+        assert report["options"]["source"] == "spark"
         details = {fault["kind"]: fault["detail"] for fault in report["faults"]}
         assert sorted(details) == sorted(YARN_S3_FAULTS), [f["kind"] for f in report["faults"]]
         killed = re.fullmatch(

@@ -118,6 +118,10 @@ def test_broker_unreachable(unreachable_runs, command):
         (["soak", "--duration", "ten"], "not a duration: 'ten'"),
         (["soak", "--duration", "1m", "--faults", "kill-driver,unplug"], "--faults: unknown fault 'unplug'"),
         (["soak", "--duration", "1m", "--faults", "kill-worker"], "kill-worker needs a standalone master"),
+        (["soak", "--duration", "1m", "--faults", "add-partitions", "--trigger", "realtime:5 seconds"],
+         "--faults add-partitions is tried in micro-batch mode only"),
+        (["soak", "--duration", "1m", "--faults", "add-partitions", "--pipeline", "flink"],
+         "--faults add-partitions: a Spark-only fault, and --pipeline flink runs no Spark"),
         (["soak", "--duration", "1m", "--faults", "zombie-executor"],
          "--faults zombie-executor needs a standalone master (--master spark://…): on --master local[2,4] the tasks"
          " run in the driver's own JVM, which the restart kills"),

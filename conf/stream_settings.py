@@ -24,6 +24,12 @@ StartingOffsets = Literal["earliest", "latest", "group", "output"]
 # spark: Spark's Kafka source, a task and a consumer per partition; grouped: eosbench's source, a
 # task and a consumer per slot (streaming/jvm/GroupedKafkaProvider.java), micro-batch only.
 Source = Literal["spark", "grouped"]
+# The options the grouped source takes besides kafka.* (streaming/jvm/GroupedKafkaProvider.java): with
+# --source auto, any other --source-options name keeps Spark's source, which has it.
+GROUPED_SOURCE_OPTIONS = frozenset({
+    "failondataloss", "kafkaconsumer.polltimeoutms", "minoffsetspertrigger", "maxtriggerdelay", "startingtimestamp",
+    "startingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "fetchoffset.numretries",
+    "fetchoffset.retryintervalms"})
 GROUPED_SOURCE_FORMAT = "eosbench-kafka-grouped"
 # `--trigger realtime:<interval>`: Spark's real-time mode, the interval being its checkpoint interval.
 REALTIME_PREFIX = "realtime:"
@@ -104,7 +110,7 @@ class StreamSettings(BaseModel):
     bootstrap_server: str = DEFAULT_BOOTSTRAP
     app_id: str = "eosbench"
     sink: Sink = "kafka-eos"
-    source: Source = "spark"
+    source: Source | Literal["auto"] = "auto"  # the job chooses (chosen_source), the default
     txn_scope: TxnScope | Literal["auto"] = "auto"  # the job chooses (streaming/sink_start.py), the default
     txn_slots: int | None = None  # slot scope's G; None: the job's total executor cores
     output_partitioning: OutputPartitioning = "key"
@@ -248,6 +254,25 @@ class StreamSettings(BaseModel):
     def dead_letter(self) -> str:
         """The topic that receives records `process` rejects."""
         return self.dead_letter_topic or f"{self.output_topic}.dlq"
+
+    def chosen_source(self) -> tuple[StreamSettings, str | None]:
+        """The settings with `--source auto` made the source it chooses, and why (None where the source was named).
+
+        Call it once the scope is settled (`--txn-scope auto` may choose partition scope).
+        """
+        if self.source != "auto":
+            return self, None
+        spark_only = sorted(name for name in self.extra_source_options()
+                            if not name.lower().startswith("kafka.") and name.lower() not in GROUPED_SOURCE_OPTIONS)
+        if self.realtime_interval is not None:
+            source, why = "spark", "real-time mode reads with Spark's source"
+        elif self.sink == "kafka-eos" and self.txn_scope == "partition":
+            source, why = "spark", "partition scope needs a task per Kafka partition"
+        elif spark_only:
+            source, why = "spark", f"--source-options {spark_only[0]} is Spark's source's alone"
+        else:
+            source, why = "grouped", "micro-batch: a task and one kept consumer per slot, not per partition"
+        return self.model_copy(update={"source": source}), f"source: {source} ({why})"
 
     def extra_source_options(self) -> dict[str, str]:
         """Spark Kafka source options given with --source-options, on top of the job's own."""

@@ -57,10 +57,11 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sink", choices=("kafka-eos", "kafka-alo", "delta"), default="kafka-eos",
                         help="kafka-eos: the transactional sink; kafka-alo: Spark's own at-least-once Kafka sink;"
                              " delta: the idempotent Delta sink (default: %(default)s)")
-    parser.add_argument("--source", choices=("spark", "grouped"), default="spark",
+    parser.add_argument("--source", choices=("spark", "grouped", "auto"), default="auto",
                         help="spark: Spark's Kafka source, a task and a consumer per partition; grouped: eosbench's"
                              " source, a task and one consumer kept across batches per slot (G of them), micro-batch"
-                             " only, not with --txn-scope partition (default: %(default)s)")
+                             " only, not with --txn-scope partition; auto: grouped where it applies, else Spark's,"
+                             " said with the first batch (default: %(default)s)")
     parser.add_argument("--txn-scope", choices=("partition", "slot", "batch", "auto"), default="auto",
                         help="one transaction per input partition and batch, one per slot (a task holding several"
                              " partitions) and batch, or one per batch on the driver; auto: slot scope for a group"
@@ -314,11 +315,14 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     summary = StreamSummary()
     mark = timeline.mark if timeline else lambda step, at=None: None
     settings, scope_chosen = resolved_scope(settings)
+    settings, source_chosen = settings.chosen_source()
     settings = settle_slot_count(spark, settings)  # the source's G and the sink's are one reading
     summary.txn_scope = settings.txn_scope if settings.sink == "kafka-eos" else None
     summary.txn_scope_chosen = scope_chosen
-    if scope_chosen and echo:
-        print(scope_chosen, flush=True)
+    summary.source = settings.source
+    chosen = "; ".join(why for why in (scope_chosen, source_chosen) if why) or None
+    if chosen and echo:
+        print(chosen, flush=True)
     if metrics is None and settings.metrics_port:
         from streaming.metrics import StreamMetrics
 
@@ -332,8 +336,8 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     def batch_done(batch: BatchStats) -> None:
         summary.add(batch)
         if echo:
-            # The first batch's line says which scope `auto` chose, where a reader of the log looks first.
-            print_batch(batch, note=scope_chosen if summary.batches == 1 else None)
+            # The first batch's line says which scope and source `auto` chose, where a reader of the log looks first.
+            print_batch(batch, note=chosen if summary.batches == 1 else None)
         if metrics:
             metrics.batch_done(batch)
         if observer:

@@ -96,7 +96,7 @@ def variant_fields(variant: str, arms: dict[str, tuple[str, ...]]) -> dict:
     sink, _, label = variant.partition(ARM)
     if label == GROUPED_ARM:
         return {**VARIANTS[sink], "source": "grouped"}
-    return {**VARIANTS[sink], **({"source_options": arms[label]} if label else {})}
+    return {**VARIANTS[sink], "source": "spark", **({"source_options": arms[label]} if label else {})}
 
 
 def variant_tag(variant: str) -> str:

@@ -11,9 +11,11 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ExecutionException;
+import java.util.function.Supplier;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
@@ -29,15 +31,19 @@ import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.read.streaming.CompositeReadLimit;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.connector.read.streaming.Offset;
 import org.apache.spark.sql.connector.read.streaming.ReadAllAvailable;
 import org.apache.spark.sql.connector.read.streaming.ReadLimit;
 import org.apache.spark.sql.connector.read.streaming.ReadMaxRows;
+import org.apache.spark.sql.connector.read.streaming.ReadMinRows;
+import org.apache.spark.sql.connector.read.streaming.ReportsSourceMetrics;
 import org.apache.spark.sql.connector.read.streaming.SupportsAdmissionControl;
 import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
 import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager;
 import org.apache.spark.storage.BlockManager;
+import org.apache.spark.network.util.JavaUtils;
 import org.apache.spark.storage.BlockManagerId;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -45,24 +51,35 @@ import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * The driver side of the grouped source: offsets from one Admin (read_committed end offsets, that
- * is the last stable offset), the rate limit, data loss, and the plan of G slot partitions.
+ * is the last stable offset), the read limits, data loss, the lag metrics, and the plan of G slot
+ * partitions. Where Spark's KafkaMicroBatchStream has the same option, this behaves as it does.
  */
 final class GroupedKafkaMicroBatchStream implements MicroBatchStream, SupportsAdmissionControl,
-        SupportsTriggerAvailableNow {
+        SupportsTriggerAvailableNow, ReportsSourceMetrics {
     private static final Logger LOG = LoggerFactory.getLogger(GroupedKafkaMicroBatchStream.class);
     private static final long DEFAULT_POLL_TIMEOUT_MS = 120_000L;
+    private static final String DEFAULT_MAX_TRIGGER_DELAY = "15m";  // Spark's
 
     private final String topic;
     private final int slots;
     private final Map<String, Object> params;
     private final boolean failOnDataLoss;
     private final Long maxOffsetsPerTrigger;
+    private final Long minOffsetsPerTrigger;
+    private final long maxTriggerDelayMs;
     private final long pollTimeoutMs;
     private final String startingOffsets;
+    private final String startingTimestamp;
+    private final String startingOffsetsByTimestamp;
+    private final boolean timestampNotFoundIsLatest;
+    private final int offsetFetchAttempts;
+    private final long offsetFetchRetryIntervalMs;
     private final String metadataPath;
     private Admin admin;
     private GroupedKafkaOffset initial;
     private GroupedKafkaOffset availableNowTarget;
+    private Map<Integer, Long> latestAvailable;  // at the last latestOffset, for the lag metrics
+    private long lastTriggerMillis = 0L;
 
     GroupedKafkaMicroBatchStream(Map<String, String> options, String metadataPath) {
         Map<String, String> lower = GroupedKafkaProvider.lowerCase(options);
@@ -76,7 +93,18 @@ final class GroupedKafkaMicroBatchStream implements MicroBatchStream, SupportsAd
         String timeout = lower.get("kafkaconsumer.polltimeoutms");
         this.pollTimeoutMs = timeout == null ? DEFAULT_POLL_TIMEOUT_MS
             : GroupedKafkaProvider.parsePositive(timeout, "kafkaConsumer.pollTimeoutMs");
+        String floor = lower.get("minoffsetspertrigger");
+        this.minOffsetsPerTrigger = floor == null ? null : GroupedKafkaProvider.parsePositive(floor, "minOffsetsPerTrigger");
+        this.maxTriggerDelayMs = JavaUtils.timeStringAsMs(lower.getOrDefault("maxtriggerdelay", DEFAULT_MAX_TRIGGER_DELAY));
         this.startingOffsets = lower.getOrDefault("startingoffsets", "latest").trim();
+        this.startingTimestamp = lower.get("startingtimestamp");
+        this.startingOffsetsByTimestamp = lower.get("startingoffsetsbytimestamp");
+        this.timestampNotFoundIsLatest = lower.getOrDefault("startingoffsetsbytimestampstrategy", "error").trim()
+            .equalsIgnoreCase("latest");
+        this.offsetFetchAttempts = (int) GroupedKafkaProvider.parsePositive(
+            lower.getOrDefault("fetchoffset.numretries", "3"), "fetchOffset.numRetries");
+        this.offsetFetchRetryIntervalMs = GroupedKafkaProvider.parsePositive(
+            lower.getOrDefault("fetchoffset.retryintervalms", "1000"), "fetchOffset.retryIntervalMs");
         this.metadataPath = metadataPath;
     }
 
@@ -104,25 +132,63 @@ final class GroupedKafkaMicroBatchStream implements MicroBatchStream, SupportsAd
         }
     }
 
+    /**
+     * A look-up of the cluster, tried fetchOffset.numRetries times fetchOffset.retryIntervalMs apart
+     * with a new Admin each time, as Spark's KafkaOffsetReaderAdmin tries its own: a broker restarting
+     * fails one look-up, not the query.
+     */
+    private synchronized <T> T withRetries(Supplier<T> lookUp) {
+        RuntimeException last = null;
+        for (int attempt = 1; attempt <= offsetFetchAttempts && !Thread.currentThread().isInterrupted(); attempt++) {
+            try {
+                return lookUp.get();
+            } catch (RuntimeException e) {
+                last = e;
+                LOG.warn("grouped source: attempt {} of {} to look offsets of {} up failed: {}", attempt,
+                    offsetFetchAttempts, topic, e.getMessage());
+                if (attempt < offsetFetchAttempts) {
+                    try {
+                        Thread.sleep(offsetFetchRetryIntervalMs);
+                    } catch (InterruptedException interrupted) {
+                        Thread.currentThread().interrupt();
+                    }
+                }
+                resetAdmin();
+            }
+        }
+        throw last != null ? last : new IllegalStateException("looking offsets of " + topic + " up was interrupted");
+    }
+
+    private synchronized void resetAdmin() {
+        if (admin != null) {
+            admin.close(Duration.ofSeconds(5));
+            admin = null;
+        }
+    }
+
     /** The topic's partitions now. */
     private Set<Integer> partitions() {
-        Set<Integer> result = new HashSet<>();
-        await(admin().describeTopics(List.of(topic)).allTopicNames(), "describing " + topic).get(topic).partitions()
-            .forEach(p -> result.add(p.partition()));
-        return result;
+        return withRetries(() -> {
+            Set<Integer> result = new HashSet<>();
+            await(admin().describeTopics(List.of(topic)).allTopicNames(), "describing " + topic).get(topic).partitions()
+                .forEach(p -> result.add(p.partition()));
+            return result;
+        });
     }
 
     /** Offsets of these partitions; read_committed, so latest is the last stable offset, never inside an open transaction. */
     private Map<Integer, Long> listOffsets(Collection<Integer> partitions, OffsetSpec spec) {
         Map<TopicPartition, OffsetSpec> ask = new HashMap<>();
         partitions.forEach(p -> ask.put(new TopicPartition(topic, p), spec));
-        Map<Integer, Long> result = new TreeMap<>();
         if (ask.isEmpty()) {
-            return result;
+            return new TreeMap<>();
         }
-        await(admin().listOffsets(ask, new ListOffsetsOptions(IsolationLevel.READ_COMMITTED)).all(),
-            "listing offsets of " + topic).forEach((tp, info) -> result.put(tp.partition(), info.offset()));
-        return result;
+        return withRetries(() -> {
+            Map<Integer, Long> result = new TreeMap<>();
+            await(admin().listOffsets(ask, new ListOffsetsOptions(IsolationLevel.READ_COMMITTED)).all(),
+                "listing offsets of " + topic).forEach((tp, info) -> result.put(tp.partition(), info.offset()));
+            return result;
+        });
     }
 
     /**
@@ -173,9 +239,27 @@ final class GroupedKafkaMicroBatchStream implements MicroBatchStream, SupportsAd
         return GroupedKafkaOffset.parse(text.substring(newline + 1).trim(), topic);
     }
 
-    /** startingOffsets resolved: earliest, latest, or JSON naming every partition, whose -2/-1 mean earliest/latest. */
+    /**
+     * startingOffsets resolved: earliest, latest, or JSON naming every partition, whose -2/-1 mean
+     * earliest/latest. startingTimestamp, then startingOffsetsByTimestamp, go before it, as on Spark's source.
+     */
     private GroupedKafkaOffset resolveStartingOffsets() {
         Set<Integer> now = partitions();
+        if (startingTimestamp != null) {
+            long at = GroupedKafkaProvider.parsePositive(startingTimestamp, "startingTimestamp");
+            Map<Integer, Long> each = new TreeMap<>();
+            now.forEach(p -> each.put(p, at));
+            return new GroupedKafkaOffset(topic, offsetsAtTimestamps(each));
+        }
+        if (startingOffsetsByTimestamp != null) {
+            Map<Integer, Long> given = GroupedKafkaOffset.parse(startingOffsetsByTimestamp, topic).offsets();
+            if (!given.keySet().equals(now)) {
+                throw new IllegalArgumentException("startingOffsetsByTimestamp " + startingOffsetsByTimestamp
+                    + " must name every partition of " + topic + ", which has " + new java.util.TreeSet<>(now)
+                    + " (as Spark's Kafka source asks)");
+            }
+            return new GroupedKafkaOffset(topic, offsetsAtTimestamps(given));
+        }
         if (startingOffsets.equalsIgnoreCase("earliest")) {
             return new GroupedKafkaOffset(topic, listOffsets(now, OffsetSpec.earliest()));
         }
@@ -197,6 +281,25 @@ final class GroupedKafkaMicroBatchStream implements MicroBatchStream, SupportsAd
         return new GroupedKafkaOffset(topic, start);
     }
 
+    /**
+     * Each partition's first offset whose record's timestamp is at or after the given one; where no
+     * record is, the latest offset with startingOffsetsByTimestampStrategy=latest, else an error (Spark's rule).
+     */
+    private Map<Integer, Long> offsetsAtTimestamps(Map<Integer, Long> timestamps) {
+        Map<Integer, Long> latest = listOffsets(timestamps.keySet(), OffsetSpec.latest());
+        Map<Integer, Long> result = new TreeMap<>();
+        for (Map.Entry<Integer, Long> e : timestamps.entrySet()) {
+            long found = listOffsets(List.of(e.getKey()), OffsetSpec.forTimestamp(e.getValue())).getOrDefault(e.getKey(), -1L);
+            if (found < 0 && !timestampNotFoundIsLatest) {
+                throw new IllegalArgumentException("No offset matched from request of topic-partition " + topic + "-"
+                    + e.getKey() + " and timestamp " + e.getValue() + "; set startingOffsetsByTimestampStrategy=latest"
+                    + " to start such a partition at its latest offset");
+            }
+            result.put(e.getKey(), found < 0 ? latest.get(e.getKey()) : found);
+        }
+        return result;
+    }
+
     @Override
     public Offset deserializeOffset(String json) {
         return GroupedKafkaOffset.parse(json, topic);
@@ -204,6 +307,13 @@ final class GroupedKafkaMicroBatchStream implements MicroBatchStream, SupportsAd
 
     @Override
     public ReadLimit getDefaultReadLimit() {
+        if (minOffsetsPerTrigger != null && maxOffsetsPerTrigger != null) {
+            return ReadLimit.compositeLimit(new ReadLimit[] {ReadLimit.minRows(minOffsetsPerTrigger, maxTriggerDelayMs),
+                ReadLimit.maxRows(maxOffsetsPerTrigger)});
+        }
+        if (minOffsetsPerTrigger != null) {
+            return ReadLimit.minRows(minOffsetsPerTrigger, maxTriggerDelayMs);
+        }
         return maxOffsetsPerTrigger == null ? ReadLimit.allAvailable() : ReadLimit.maxRows(maxOffsetsPerTrigger);
     }
 
@@ -217,22 +327,79 @@ final class GroupedKafkaMicroBatchStream implements MicroBatchStream, SupportsAd
         throw new UnsupportedOperationException("latestOffset(Offset, ReadLimit) is the one Spark calls");
     }
 
+    /** Spark's order: read all if any limit says so; else no batch below minOffsetsPerTrigger until maxTriggerDelay; else the cap. */
     @Override
     public Offset latestOffset(Offset startOffset, ReadLimit limit) {
         Map<Integer, Long> start = ((GroupedKafkaOffset) startOffset).offsets();
         Map<Integer, Long> latest = availableNowTarget != null ? availableNowTarget.offsets()
             : listOffsets(partitions(), OffsetSpec.latest());
-        if (limit instanceof ReadMaxRows) {
-            Set<Integer> added = new HashSet<>(latest.keySet());
-            added.removeAll(start.keySet());
-            Map<Integer, Long> from = new TreeMap<>(start);
-            from.putAll(listOffsets(added, OffsetSpec.earliest()));  // a new partition is read from its start
-            return new GroupedKafkaOffset(topic, rateLimit(((ReadMaxRows) limit).maxRows(), from, latest));
+        latestAvailable = latest;
+        List<ReadLimit> limits = limit instanceof CompositeReadLimit
+            ? List.of(((CompositeReadLimit) limit).getReadLimits()) : List.of(limit);
+        if (limits.stream().anyMatch(l -> l instanceof ReadAllAvailable)) {
+            return new GroupedKafkaOffset(topic, latest);
         }
-        if (!(limit instanceof ReadAllAvailable)) {
-            throw new UnsupportedOperationException(GroupedKafkaProvider.SHORT_NAME + " has no read limit " + limit);
+        for (ReadLimit l : limits) {
+            if (!(l instanceof ReadMinRows) && !(l instanceof ReadMaxRows)) {
+                throw new UnsupportedOperationException(GroupedKafkaProvider.SHORT_NAME + " has no read limit " + l);
+            }
         }
-        return new GroupedKafkaOffset(topic, latest);
+        Optional<ReadMinRows> floor = limits.stream().filter(l -> l instanceof ReadMinRows).map(l -> (ReadMinRows) l)
+            .findFirst();
+        if (floor.isPresent() && delayBatch(floor.get().minRows(), latest, start, floor.get().maxTriggerDelayMs())) {
+            return startOffset;
+        }
+        Optional<ReadMaxRows> cap = limits.stream().filter(l -> l instanceof ReadMaxRows).map(l -> (ReadMaxRows) l)
+            .findFirst();
+        if (cap.isEmpty()) {
+            return new GroupedKafkaOffset(topic, latest);
+        }
+        Set<Integer> added = new HashSet<>(latest.keySet());
+        added.removeAll(start.keySet());
+        Map<Integer, Long> from = new TreeMap<>(start);
+        from.putAll(listOffsets(added, OffsetSpec.earliest()));  // a new partition is read from its start
+        return new GroupedKafkaOffset(topic, rateLimit(cap.get().maxRows(), from, latest));
+    }
+
+    /** Whether to skip this trigger: fewer new offsets than minOffsetsPerTrigger and maxTriggerDelay not yet passed. */
+    private boolean delayBatch(long minRows, Map<Integer, Long> latest, Map<Integer, Long> start, long maxDelayMs) {
+        long now = System.currentTimeMillis();
+        if (now - lastTriggerMillis >= maxDelayMs) {
+            lastTriggerMillis = now;
+            return false;
+        }
+        double fresh = 0;
+        for (Map.Entry<Integer, Long> e : latest.entrySet()) {
+            fresh += e.getValue() - start.getOrDefault(e.getKey(), 0L);
+        }
+        if (fresh < minRows) {
+            return true;
+        }
+        lastTriggerMillis = now;
+        return false;
+    }
+
+    @Override
+    public Offset reportLatestOffset() {
+        return latestAvailable == null || latestAvailable.isEmpty() ? null : new GroupedKafkaOffset(topic, latestAvailable);
+    }
+
+    /** Spark's Kafka source's lag metrics: each partition's latest available offset less the one consumed. */
+    @Override
+    public Map<String, String> metrics(Optional<Offset> latestConsumedOffset) {
+        if (latestConsumedOffset.isEmpty() || latestAvailable == null || latestAvailable.isEmpty()) {
+            return Map.of();
+        }
+        Map<Integer, Long> consumed = ((GroupedKafkaOffset) latestConsumedOffset.get()).offsets();
+        List<Long> behind = new ArrayList<>();
+        latestAvailable.forEach((p, end) -> behind.add(end - consumed.getOrDefault(p, 0L)));
+        long sum = 0;
+        for (long b : behind) {
+            sum += b;
+        }
+        return Map.of("minOffsetsBehindLatest", Long.toString(behind.stream().min(Long::compare).get()),
+            "maxOffsetsBehindLatest", Long.toString(behind.stream().max(Long::compare).get()),
+            "avgOffsetsBehindLatest", Double.toString((double) sum / behind.size()));
     }
 
     /**
@@ -403,10 +570,7 @@ final class GroupedKafkaMicroBatchStream implements MicroBatchStream, SupportsAd
 
     @Override
     public synchronized void stop() {
-        if (admin != null) {
-            admin.close(Duration.ofSeconds(5));
-            admin = null;
-        }
+        resetAdmin();
     }
 
     @Override

@@ -29,10 +29,15 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * read_committed consumer that the owner executor keeps across batches (docs/design.md).
  *
  * <p>Options: {@code subscribe} (one topic), {@code slots} (G; default the default parallelism),
- * {@code startingOffsets} (earliest, latest or Spark's JSON with -2/-1), {@code maxOffsetsPerTrigger},
- * {@code failOnDataLoss} (default true), {@code kafkaConsumer.pollTimeoutMs} (default 120000),
- * {@code includeHeaders} (true only: the schema always has them) and every {@code kafka.*} client
- * setting. Spark's other options are refused rather than ignored, since this source lacks them.
+ * {@code startingOffsets} (earliest, latest or Spark's JSON with -2/-1), {@code startingTimestamp},
+ * {@code startingOffsetsByTimestamp} and {@code startingOffsetsByTimestampStrategy},
+ * {@code maxOffsetsPerTrigger}, {@code minOffsetsPerTrigger} with {@code maxTriggerDelay},
+ * {@code fetchOffset.numRetries} and {@code fetchOffset.retryIntervalMs}, {@code failOnDataLoss}
+ * (default true), {@code kafkaConsumer.pollTimeoutMs} (default 120000), {@code includeHeaders} (true
+ * only: the schema always has them) and every {@code kafka.*} client setting, each as Spark's Kafka
+ * source reads it. Spark's other options are refused rather than ignored: several topics,
+ * {@code subscribePattern} and {@code assign} (eosbench's job reads one input topic, whose
+ * partitions are the sink's), and the options of batch queries and real-time mode.
  */
 public final class GroupedKafkaProvider implements TableProvider, DataSourceRegister {
     /** The short name that format() resolves through META-INF/services. */
@@ -51,8 +56,10 @@ public final class GroupedKafkaProvider implements TableProvider, DataSourceRegi
             DataTypes.createStructField("key", DataTypes.StringType, true),
             DataTypes.createStructField("value", DataTypes.BinaryType, true)}), true), true)});
 
-    private static final Set<String> OPTIONS = Set.of("subscribe", "slots", "startingoffsets",
-        "maxoffsetspertrigger", "failondataloss", "kafkaconsumer.polltimeoutms", "includeheaders");
+    private static final Set<String> OPTIONS = Set.of("subscribe", "slots", "startingoffsets", "startingtimestamp",
+        "startingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "maxoffsetspertrigger",
+        "minoffsetspertrigger", "maxtriggerdelay", "fetchoffset.numretries", "fetchoffset.retryintervalms",
+        "failondataloss", "kafkaconsumer.polltimeoutms", "includeheaders");
     // The client settings the source owns: a group would join and commit, and the others would
     // change what a record is or where a read starts.
     private static final Set<String> OWNED_CLIENT_SETTINGS = Set.of("kafka.group.id", "kafka.auto.offset.reset",
@@ -98,8 +105,10 @@ public final class GroupedKafkaProvider implements TableProvider, DataSourceRegi
             }
             if (!name.startsWith("kafka.") && !OPTIONS.contains(name)) {
                 throw new IllegalArgumentException(SHORT_NAME + " does not support the option " + name
-                    + " (it takes subscribe, slots, startingOffsets, maxOffsetsPerTrigger, failOnDataLoss,"
-                    + " kafkaConsumer.pollTimeoutMs, includeHeaders and kafka.*); use Spark's kafka source for it");
+                    + " (it takes subscribe, slots, startingOffsets, startingTimestamp, startingOffsetsByTimestamp[Strategy],"
+                    + " maxOffsetsPerTrigger, minOffsetsPerTrigger, maxTriggerDelay, fetchOffset.numRetries,"
+                    + " fetchOffset.retryIntervalMs, failOnDataLoss, kafkaConsumer.pollTimeoutMs, includeHeaders and"
+                    + " kafka.*); use Spark's kafka source for it");
             }
         }
         String isolation = lower.getOrDefault("kafka.isolation.level", "read_committed");
@@ -110,7 +119,13 @@ public final class GroupedKafkaProvider implements TableProvider, DataSourceRegi
         if (!lower.getOrDefault("includeheaders", "true").equalsIgnoreCase("true")) {
             throw new IllegalArgumentException(SHORT_NAME + " always gives the headers column: includeHeaders=true only");
         }
-        for (String number : List.of("slots", "maxoffsetspertrigger", "kafkaconsumer.polltimeoutms")) {
+        String strategy = lower.getOrDefault("startingoffsetsbytimestampstrategy", "error");
+        if (!strategy.equalsIgnoreCase("error") && !strategy.equalsIgnoreCase("latest")) {
+            throw new IllegalArgumentException(SHORT_NAME + ": startingOffsetsByTimestampStrategy is error or latest, got "
+                + strategy);
+        }
+        for (String number : List.of("slots", "maxoffsetspertrigger", "minoffsetspertrigger", "fetchoffset.numretries",
+                                     "kafkaconsumer.polltimeoutms")) {
             if (lower.containsKey(number) && parsePositive(lower.get(number), number) <= 0) {
                 throw new IllegalArgumentException(SHORT_NAME + ": " + number + " must be positive");
             }

@@ -230,9 +230,10 @@ def pipeline(bootstrap, new_topic, checkpoint):
     produce(bootstrap, source, 12_000, records_per_transaction=500, abort_ratio=0.3, seed=4)
 
     def settings(**overrides) -> StreamSettings:
-        # Partition scope by name, as the tests of its behaviour need; the default (auto) has tests of its own.
+        # Partition scope and Spark's source by name, as the tests of their behaviour need; the defaults
+        # (auto) have tests of their own.
         fields = dict(input_topic=source, output_topic=sink, bootstrap_server=bootstrap, app_id=f"app-{sink}",
-                      checkpoint=checkpoint, max_offsets_per_trigger=3_000, txn_scope="partition")
+                      checkpoint=checkpoint, max_offsets_per_trigger=3_000, txn_scope="partition", source="spark")
         return StreamSettings(**{**fields, **overrides})
 
     return settings

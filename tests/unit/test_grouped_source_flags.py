@@ -1,4 +1,4 @@
-"""`--source spark|grouped` on stream, bench spark and soak, and what the grouped source refuses (no broker)."""
+"""`--source spark|grouped|auto` on stream, bench spark and soak, and what the grouped source refuses (no broker)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def settings(**fields) -> StreamSettings:
 
 
 def test_the_grouped_source_runs_slot_and_batch_scope_and_the_baseline_sinks_and_refuses_the_rest_in_one_line():
-    assert settings().source == "spark"
+    assert settings().source == "auto"
     for fields in ({"txn_scope": "slot"}, {"txn_scope": "batch"}, {"txn_scope": "auto"}, {"sink": "kafka-alo"},
                    {"sink": "delta", "delta_path": "t"}):
         assert settings(source="grouped", **fields).source == "grouped"
@@ -55,11 +55,30 @@ def test_auto_keeps_the_scope_each_tag_names_on_either_source_but_partition_scop
     assert why.endswith("has no committed offsets)" if tag is None else f"holds offsets {tag} scope committed)")
 
 
+@pytest.mark.parametrize("fields, chosen, why", [
+    ({"txn_scope": "slot"}, "grouped", "micro-batch: a task and one kept consumer per slot, not per partition"),
+    ({"txn_scope": "batch"}, "grouped", "micro-batch"),
+    ({"sink": "kafka-alo"}, "grouped", "micro-batch"),
+    ({"sink": "delta", "delta_path": "t"}, "grouped", "micro-batch"),
+    ({"txn_scope": "slot", "source_options": ("failOnDataLoss=false", "kafka.fetch.max.bytes=1048576")}, "grouped",
+     "micro-batch"),
+    ({"txn_scope": "partition"}, "spark", "partition scope needs a task per Kafka partition"),
+    ({"txn_scope": "partition", "trigger": "realtime:5 seconds"}, "spark", "real-time mode reads with Spark's source"),
+    ({"txn_scope": "slot", "source_options": ("minPartitions=4",)}, "spark",
+     "--source-options minPartitions is Spark's source's alone"),
+])
+def test_auto_reads_with_the_grouped_source_wherever_it_applies_and_says_why(fields, chosen, why):
+    resolved, said = settings(**fields).chosen_source()
+    assert resolved.source == chosen and said.startswith(f"source: {chosen} ({why}"), said
+    assert settings(source="spark", **fields).chosen_source() == (settings(source="spark", **fields), None)
+
+
 def test_stream_and_soak_take_one_source_and_bench_spark_several():
     parse = build_parser().parse_args
-    assert parse(["stream", "--input-topic", "i", "--output-topic", "o"]).source == "spark"
+    assert parse(["stream", "--input-topic", "i", "--output-topic", "o"]).source == "auto"
     assert parse(["stream", "--input-topic", "i", "--output-topic", "o", "--source", "grouped"]).source == "grouped"
     assert parse(["soak", "--duration", "1m", "--source", "grouped"]).source == "grouped"
+    assert parse(["soak", "--duration", "1m"]).source == "auto"
     assert parse(["bench", "spark"]).sources == ["spark"]
     assert parse(["bench", "spark", "--source", "spark", "grouped"]).sources == ["spark", "grouped"]
 
@@ -95,3 +114,16 @@ def test_the_default_transaction_scope_is_auto_for_stream_soak_and_settings():
     # The bench's kafka-eos arms name partition scope: each arm's group is new, where auto would choose slot.
     assert {bench.VARIANTS[v]["txn_scope"] for v in ("kafka-eos", "kafka-eos+kafka-python", "kafka-eos+prereg")} == {
         "partition"}
+
+
+def test_auto_knows_every_option_the_grouped_source_takes():
+    import re
+    from pathlib import Path
+
+    from conf.stream_settings import _JOB_SOURCE_OPTIONS, GROUPED_SOURCE_OPTIONS
+
+    java = (Path(__file__).parents[2] / "streaming" / "jvm" / "GroupedKafkaProvider.java").read_text()
+    declared = re.search(r"Set<String> OPTIONS = Set\.of\(([^;]*)\);", java).group(1)
+    taken = set(re.findall(r'"([a-z.]+)"', declared))
+    # The job sets the rest itself; any other option a user gives keeps Spark's source under auto.
+    assert taken - set(_JOB_SOURCE_OPTIONS) == GROUPED_SOURCE_OPTIONS

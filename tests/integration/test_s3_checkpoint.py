@@ -46,7 +46,9 @@ def test_checkpoint_on_s3_survives_a_driver_kill(bootstrap, pipeline, checkpoint
     # must read) and replays batch 1.
     # Without --txn-scope (auto), a new group gets slot scope, and says so first.
     crashed = run_stream(bootstrap, settings, s3_server, fault="kill-driver-after-sink-commit:1", exit_code=-9)
-    assert crashed.stdout.splitlines()[0] == f"txn scope: slot (auto: group {settings.group_id!r} has no committed offsets)"
+    assert crashed.stdout.splitlines()[0] == (f"txn scope: slot (auto: group {settings.group_id!r} has no committed offsets);"
+                                              " source: grouped (micro-batch: a task and one kept consumer per slot,"
+                                              " not per partition)")
     assert logged_batches(settings, s3a_config) == {"offsets": {0, 1}, "commits": {0}}, \
         "the kill lands before Spark's commit log"
     replay = tmp_path / "replay.json"

@@ -50,14 +50,14 @@ def drained(spark, bootstrap: str, topic: str, source: str, checkpoint, **option
 def test_the_lag_metrics_and_the_latest_offset_in_the_progress_are_spark_sources_own(bootstrap, spark, new_topic,
                                                                                         tmp_path):
     topic = new_topic(partitions=3, prefix="lag")
-    produce(bootstrap, topic, 600, records_per_transaction=40, abort_ratio=0.3, seed=12)
+    produce(bootstrap, topic, 300, records_per_transaction=40, abort_ratio=0.3, seed=12)
     seen = {source: drained(spark, bootstrap, topic, source, tmp_path / source, startingOffsets="earliest",
                             maxOffsetsPerTrigger=97) for source in SOURCES}
     assert seen["grouped"][0] == seen["spark"][0], "the same records"
     progress = {source: [(report["endOffset"], report["latestOffset"], report["metrics"]) for report in reports]
                 for source, (_, reports) in seen.items()}
     assert progress["grouped"] == progress["spark"]
-    assert len(progress["spark"]) >= 5 and float(progress["spark"][0][2]["maxOffsetsBehindLatest"]) > 0
+    assert len(progress["spark"]) >= 3 and float(progress["spark"][0][2]["maxOffsetsBehindLatest"]) > 0
     assert progress["spark"][-1][2] == {"minOffsetsBehindLatest": "0", "maxOffsetsBehindLatest": "0",
                                         "avgOffsetsBehindLatest": "0.0"}
 

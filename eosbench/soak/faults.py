@@ -18,12 +18,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka.admin import NewPartitions
 
-from conf.client_config import connection
 from eosbench.console.errors import BadInput, EnvironmentProblem
 from eosbench.local.hadoop_fs import fs_shell
-from eosbench.local.kafka_admin import cluster_metadata, under_replicated
+from eosbench.local.kafka_admin import admin_client, cluster_metadata, under_replicated
 from eosbench.local.processes import kill_all, parent_pid, process_alive, send_signal
 from eosbench.soak.executors import (executor_containers, executor_pids, executor_with_a_task_in_flight,
                                      pyspark_processes, waiting_in)
@@ -372,8 +371,7 @@ def add_partitions(soak: SoakUnderFaults, occurrence: int) -> str:
     topic = soak.pipeline.input_topic
     before = len(cluster_metadata(soak.bootstrap).topics[topic].partitions)
     grown = before + ADDED_PARTITIONS
-    admin = AdminClient(connection(soak.bootstrap).librdkafka())
-    admin.create_partitions([NewPartitions(topic, grown)])[topic].result(60)
+    admin_client(soak.bootstrap).create_partitions([NewPartitions(topic, grown)])[topic].result(60)
     started = time.monotonic()
     soak.sampler.watch_partitions(grown)
     # The producer's keys reach the new partitions at its next metadata refresh, the source's

@@ -371,7 +371,10 @@ def add_partitions(soak: SoakUnderFaults, occurrence: int) -> str:
     topic = soak.pipeline.input_topic
     before = len(cluster_metadata(soak.bootstrap).topics[topic].partitions)
     grown = before + ADDED_PARTITIONS
-    admin_client(soak.bootstrap).create_partitions([NewPartitions(topic, grown)])[topic].result(60)
+    # Held by name until the future resolves: a client dropped at once is destroyed, and its
+    # pending request then fails with "Handle is terminating".
+    admin = admin_client(soak.bootstrap)
+    admin.create_partitions([NewPartitions(topic, grown)])[topic].result(60)
     started = time.monotonic()
     soak.sampler.watch_partitions(grown)
     # The producer's keys reach the new partitions at its next metadata refresh, the source's

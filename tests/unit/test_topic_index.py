@@ -1,11 +1,12 @@
-"""Reading a topic into integers, against a fake reader: any key, the topic eos.src names, values, the log start
-and records deleted unread."""
+"""Reading a topic into integers, against a fake reader: any key, the topic eos.src names, values, the log start,
+records deleted unread, and an end reported early by a new leader."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import pytest
+from confluent_kafka import KafkaError
 
 from streaming import topic_index
 from streaming.process import TRANSFORMS
@@ -44,11 +45,27 @@ class Record:
         return self._headers
 
 
-class Reader:
-    """A one-partition topic whose log runs from `low` to `high`, holding `records`."""
+class EndOfPartition(Record):
+    """What librdkafka delivers when a fetch finds nothing after `offset`: the partition's end as the leader sees it."""
 
-    def __init__(self, records: list[Record], low: int, high: int):
+    def __init__(self, offset: int):
+        super().__init__(offset, None)
+
+    def error(self) -> KafkaError:
+        """_PARTITION_EOF."""
+        return KafkaError(KafkaError._PARTITION_EOF)
+
+
+class Reader:
+    """A one-partition topic whose log runs from `low` to `high`, holding `records`.
+
+    `batches`: what each consume() returns in turn instead (then nothing), for a read whose
+    messages come over several fetches.
+    """
+
+    def __init__(self, records: list[Record], low: int, high: int, batches: list[list[Record]] | None = None):
         self.records, self.low, self.high = records, low, high
+        self.batches = batches
         self.assigned: list[tuple[int, int]] = []
 
     def list_topics(self, topic, timeout=None):
@@ -64,7 +81,9 @@ class Reader:
         self.assigned = [(tp.partition, tp.offset) for tp in partitions]
 
     def consume(self, count, timeout=None):
-        """Every record at or after the assigned offset, at once."""
+        """Every record at or after the assigned offset, at once (or the next of `batches`)."""
+        if self.batches is not None:
+            return self.batches.pop(0) if self.batches else []
         records, self.records = self.records, []
         return [record for record in records if record.offset() >= self.assigned[0][1]]
 
@@ -127,3 +146,14 @@ def test_values_are_kept_as_digests_and_inputs_as_what_process_makes_of_them(mon
 @pytest.mark.parametrize("value", [b"", b"x", b"\x00" * 100])
 def test_a_value_digest_is_never_a_sentinel(value):
     assert value_digest(value) >= 0
+
+
+def test_an_end_below_the_one_read_at_the_start_is_a_new_leaders_and_the_read_goes_on_to_the_true_end(monkeypatch):
+    records = [Record(offset, str(offset).encode()) for offset in range(10)]
+    # The partition's leader moved during the read: the new one reports the end at 4 until its
+    # high watermark catches up with the 10 its predecessor had given.
+    batches = [records[:4], [EndOfPartition(4)], records[4:], [EndOfPartition(10)]]
+    reader = Reader(records, 0, 10, batches)
+    monkeypatch.setattr(topic_index, "topic_reader", lambda bootstrap, isolation: reader)
+    index = read_index("fake:9092", "t", "read_committed", with_src=False)
+    assert index.offset.tolist() == list(range(10)) and index.read_to() == {0: 10}

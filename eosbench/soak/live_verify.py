@@ -74,6 +74,8 @@ class LiveVerifier:
         clock = time.monotonic()
         checked = self._retried(self._verify_round, say)
         record.violations += checked.violations
+        record.samples.update({name: checked.samples[name] for name in
+                               (line.partition(":")[0] for line in checked.violations) if checked.samples.get(name)})
         record.verify_s = round(time.monotonic() - clock, 1)
         clock = time.monotonic()
         record.violations += [f"hanging: {line}" for line in self._retried(

@@ -32,6 +32,8 @@ class FaultRecord:
     source_deleted: int = 0
     output_deleted: int = 0
     violations: list[str] = field(default_factory=list)
+    # Per violated check, the record ids the verify quoted (its first few), to find the records by.
+    samples: dict[str, list] = field(default_factory=dict)
 
     @property
     def survived(self) -> bool:

@@ -340,6 +340,14 @@ def test_a_rounds_verify_that_cannot_read_the_cluster_is_tried_again_then_judged
                     "verify could not read the cluster (soak-in: no end of partition within 60.0 s); trying again"]
     assert record.records_checked == 500 and record.violations == []
     assert (record.source_deleted, record.output_deleted) == (2, 7), "what retention deleted, for the report"
+    assert record.samples == {}
+
+    answers[:] = [verify.VerifyReport("in", "out", input_committed=500, aborted_reads=2,
+                                      violations=["aborted_reads: 2"], samples={"aborted_reads": [5, 9], "lost": []})]
+    found = FaultRecord(1, "kill-broker", 20.0, "")
+    live_verify.LiveVerifier(pipeline).after_fault(found, said.append)
+    assert found.violations == ["aborted_reads: 2"] and found.samples == {"aborted_reads": [5, 9]}, \
+        "a violation's records are named in the report, to be found by"
 
     monkeypatch.setattr(live_verify, "VERIFY_RETRY_S", 0.0)  # a cluster that stays unreadable ends the soak
     answers[:] = [KafkaException(KafkaError(KafkaError._TRANSPORT))]

@@ -100,19 +100,20 @@ def add_soak_parser(commands) -> None:
                            " --s3a-config` (no restart-s3 then; default: the local S3's s3a.properties)")
     soak.add_argument("--max-faults", type=positive_int,
                       help="end after this many faults, or at --duration if that comes first (default: no limit)")
+    soak.add_argument("--recovery-timeout", type=positive_int, default=int(defaults.recovery_timeout_s),
+                      metavar="SECONDS", help="how long a round waits for the pipeline to recover before it counts the"
+                      " fault as not survived: raise it on a busy or slow cluster (default: %(default)s)")
 
 
-def cmd_soak(args: argparse.Namespace) -> int:
-    """Handle `eosbench soak`: exit 1 unless every fault was survived with zero violations."""
-    from eosbench.soak.runner import Soak
-
+def soak_options(args: argparse.Namespace) -> SoakOptions:
+    """The soak's options as its flags give them (the kinds a pipeline cannot take left out of the default faults)."""
     if args.faults is None:
         faults, skipped = default_faults(args.pipeline)
         if skipped:
             print(f"--pipeline {args.pipeline}: skipping the Spark-only faults {', '.join(skipped)}")
     else:
         faults = tuple(k.strip() for k in args.faults.split(",") if k.strip())
-    options = SoakOptions(
+    return SoakOptions(
         duration_s=args.duration, faults=faults, pipeline=args.pipeline, txn_scope=args.txn_scope, source=args.source,
         txn_slots=args.txn_slots, trigger=args.trigger,
         brokers=args.brokers, port=args.port, state_dir=args.state_dir, master=args.master,
@@ -122,10 +123,16 @@ def cmd_soak(args: argparse.Namespace) -> int:
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         delivery_timeout_ms=args.delivery_timeout_ms, metrics_port=args.metrics_port,
         results_dir=args.results_dir, output_dir=args.output_dir,
-        max_faults=args.max_faults, security=args.security, command_config=args.command_config,
-        checkpoint=args.checkpoint, hdfs=args.hdfs, hdfs_port=args.hdfs_port, hdfs_state_dir=args.hdfs_state_dir,
-        s3_state_dir=args.s3_state_dir, s3a_config=args.s3a_config)
-    soak = Soak(options)
+        max_faults=args.max_faults, recovery_timeout_s=args.recovery_timeout, security=args.security,
+        command_config=args.command_config, checkpoint=args.checkpoint, hdfs=args.hdfs, hdfs_port=args.hdfs_port,
+        hdfs_state_dir=args.hdfs_state_dir, s3_state_dir=args.s3_state_dir, s3a_config=args.s3a_config)
+
+
+def cmd_soak(args: argparse.Namespace) -> int:
+    """Handle `eosbench soak`: exit 1 unless every fault was survived with zero violations."""
+    from eosbench.soak.runner import Soak
+
+    soak = Soak(soak_options(args))
     interrupt_on_stop_signals()  # a SIGTERM still stops the children and writes the report
     report = soak.run()
     print(f"soak {report.run_id}: {len(report.faults)} faults, {sum(f.survived for f in report.faults)} survived,"

@@ -727,3 +727,13 @@ def test_recovery_is_plotted_per_engine_with_the_rounds_spread(tmp_path):
                 EngineRecovery("kafka-streams", first_commit_s=[2.6], recovery_s=[3.1]), EngineRecovery("flink")]
     assert plot(measured, tmp_path / "recovery.png", 5000, 16).stat().st_size > 0
 
+
+
+def test_a_soak_on_a_busy_cluster_can_wait_longer_for_each_recovery():
+    from eosbench.cli import build_parser
+    from eosbench.soak.commands import soak_options
+
+    def options(*flags: str) -> SoakOptions:
+        return soak_options(build_parser().parse_args(["soak", "--duration", "1m", "--faults", "kill-driver", *flags]))
+    assert options().recovery_timeout_s == 240
+    assert options("--recovery-timeout", "600").recovery_timeout_s == 600

@@ -57,7 +57,7 @@ from streaming.sink_start import checked_group, claim, driver_plan, partition_re
 from streaming.sink_task import SINK_LOG, partition_task, run_transaction, slot_task
 from streaming.slot_map import grouped_slot_map, partitions_changing_slot, settle_slot_count, slot_groups, slot_map
 from streaming.starting_offsets import replay_written_again
-from streaming.stats import STATS_SCHEMA, BatchStats
+from streaming.stats import STATS_SCHEMA, BatchStats, writers_of
 from streaming.task_plan import KEEP_COMMITTED, ExactlyOnceViolation, TaskPlan, slot_transactional_id, transactional_id
 
 
@@ -392,7 +392,7 @@ class TransactionalSink:
                 self._note_slots(row["committed_partitions"], k)
         else:
             rows = partition_recommits(plan, topic, partitions)
-        self._writers.update((row["txn_id"], row["writer"]) for row in rows if row["writer"])
+        self._writers.update(writers_of(rows))
         return sorted(p for row in rows for p in row["committed_partitions"])
 
 

@@ -70,6 +70,11 @@ def histogram_percentile(counts: np.ndarray, fraction: float) -> float:
     return float(bounds[min(index, bounds.size - 1)])
 
 
+def writers_of(rows) -> dict[str, str]:
+    """Per transactional id, the writer token the rows report for it (rows without a token report none)."""
+    return {row["txn_id"]: row["writer"] for row in rows if row.get("writer")}
+
+
 @dataclass
 class BatchStats:
     """What one micro-batch's tasks returned, merged on the driver."""
@@ -126,8 +131,7 @@ class BatchStats:
             self.task_phases.append({phase: row[f"phase_{phase}_s"] for phase in PHASES})
             if row["txn"]:
                 self.commits.append((row["txn"], row["committed_at_s"]))
-        if row.get("writer"):
-            self.writers[row["txn_id"]] = row["writer"]
+        self.writers.update(writers_of([row]))
         self.register_round_trips += row["register_round_trips"]
         self.first_send_after_begin_s += row["first_send_after_begin_s"]
         self.latency_counts = self.latency_counts + np.asarray(row["latency_counts"], dtype=np.int64)

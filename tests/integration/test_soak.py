@@ -46,20 +46,26 @@ REALTIME_FAULTS = ("kill-broker", "kill-driver", "pause-broker", "delete-checkpo
 CLUSTER_FAULTS = ("kill-worker", "kill-executor", "restart-hdfs", "zombie-executor", "add-partitions")
 YARN_S3_FAULTS = ("kill-container", "restart-nodemanager", "restart-s3")
 PEER_FAULTS = ("kill-driver", "kill-broker", "pause-broker", "restart-producer")
+# Each soak here ends after its --max-faults rounds, which on a quiet machine take 2-4 minutes.
+# The clock only bounds a run that hangs: at a load of 30 to 50 (a fresh clone's suite beside a
+# two-hour soak and three test runs) a driver restart took 230 s and one round filled the whole
+# 8 minutes a soak was once given, so the soaks failed for the machine's speed, not the pipeline's.
+SOAK_BOUND, SOAK_TIMEOUT_S, SOAK_RECOVERY_TIMEOUT_S = "40m", 2700, 600
 
 
-def run_soak(tmp_path: Path, *flags: str, duration: str, timeout: float, keep_broker: bool = False,
-             state: Path | None = None) -> dict:
-    """Run `eosbench soak` in its own cluster folder, stop that cluster, return the parsed report.
+def run_soak(tmp_path: Path, *flags: str, keep_broker: bool = False, state: Path | None = None) -> dict:
+    """Run `eosbench soak` (ended by its --max-faults) in its own cluster folder, stop that cluster, return the report.
 
     `keep_broker`: the caller started the soak's broker (`soak_broker`), which the soak then
     leaves running, and stops it itself. `state`: that cluster's folder (default <tmp_path>/cluster).
     """
     state = state or tmp_path / "cluster"
+    assert "--max-faults" in flags, "a CI soak ends by its count of faults, never by the clock"
     try:
-        completed = run_eosbench("soak", "--duration", duration, "--state-dir", str(state), "--port",
-                                 str(SOAK_BROKER_PORT), "--metrics-port", str(SOAK_METRICS_PORT),
-                                 "--output-dir", str(tmp_path / "report"), *flags, timeout=timeout)
+        completed = run_eosbench("soak", "--duration", SOAK_BOUND, "--recovery-timeout", str(SOAK_RECOVERY_TIMEOUT_S),
+                                 "--state-dir", str(state), "--port", str(SOAK_BROKER_PORT),
+                                 "--metrics-port", str(SOAK_METRICS_PORT), "--output-dir", str(tmp_path / "report"),
+                                 *flags, timeout=SOAK_TIMEOUT_S)
     finally:
         if not keep_broker:
             run_eosbench("broker", "stop", "--state-dir", str(state), timeout=120)
@@ -168,8 +174,7 @@ def test_realtime_mode_on_three_sasl_ssl_brokers_survives_every_local_fault_kind
         assert_three_nodes_started(started, state)
         report = run_soak(tmp_path, "--brokers", "3", "--security", "sasl-ssl", "--trigger", "realtime:5 seconds",
                           "--partitions", "2", "--faults", ",".join(REALTIME_FAULTS), "--gate-records", "200",
-                          "--max-faults", str(len(REALTIME_FAULTS)), "--metrics-linger", "2", duration="12m",
-                          timeout=960, keep_broker=True)
+                          "--max-faults", str(len(REALTIME_FAULTS)), "--metrics-linger", "2", keep_broker=True)
         prometheus_up.result()
         for board, title, expr in dashboard_queries("soak.json"):
             assert_plausible(highest_in_the_last_10_minutes(prometheus, expr), f"{board} / {title}: {expr}")
@@ -215,7 +220,7 @@ def test_kafkas_copier_survives_a_copier_kill_and_a_producer_restart(tmp_path):
     faults = ("kill-driver", "restart-producer")
     report = run_soak(tmp_path, "--pipeline", "java-copier", "--faults", ",".join(faults), "--partitions", "2",
                       "--throughput", "200", "--records-per-transaction", "100", "--gate-records", "200",
-                      "--max-faults", str(len(faults)), "--metrics-linger", "0", duration="150s", timeout=240)
+                      "--max-faults", str(len(faults)), "--metrics-linger", "0")
     assert_clean(report, tmp_path, matched_by_key=True)
     assert [fault["kind"] for fault in report["faults"]] == list(faults)  # the seeded round robin's order
     killed, restarted = (fault["detail"] for fault in report["faults"])
@@ -243,7 +248,7 @@ def test_kafka_streams_and_flink_survive_the_faults_a_peer_meets_on_three_broker
                               "--partitions", "2", "--gate-records", "200", "--max-faults", str(len(PEER_FAULTS)),
                               # The seeded producer's: pause-broker outlasts it by 4 s, an 8 s pause instead of 12.
                               "--delivery-timeout-ms", "4000",
-                              "--metrics-linger", "0", duration="8m", timeout=600, keep_broker=True,
+                              "--metrics-linger", "0", keep_broker=True,
                               state=cluster.settings.state_dir)
             assert_clean(report, tmp_path / engine, visibility_logged=False, transactions_declared=False)
             assert sorted(fault["kind"] for fault in report["faults"]) == sorted(PEER_FAULTS)
@@ -273,8 +278,7 @@ def test_slot_scope_on_spark_standalone_with_its_checkpoint_on_hdfs_survives_wor
         report = run_soak(tmp_path, "--master", cluster.settings.master_url, "--spark-state-dir", str(spark_state),
                           "--hdfs", "--hdfs-port", str(SOAK_HDFS_PORT), "--hdfs-state-dir", str(hdfs_state),
                           "--faults", ",".join(CLUSTER_FAULTS), "--gate-records", "200", "--txn-scope", "slot",
-                          "--source", "grouped", "--max-faults", str(len(CLUSTER_FAULTS)), "--metrics-linger", "0", duration="8m",
-                          timeout=720)
+                          "--source", "grouped", "--max-faults", str(len(CLUSTER_FAULTS)), "--metrics-linger", "0")
         assert cluster.master_state()["completedapps"] or cluster.master_state()["activeapps"]
         checkpoint = f"{hdfs.uri}/eosbench/soak/checkpoint-{report['run_id']}"
         listed = fs_shell("-ls", "-C", checkpoint).stdout.split()
@@ -322,8 +326,7 @@ def test_slot_scope_on_yarn_with_its_checkpoint_on_s3_survives_container_nodeman
                           "--checkpoint", f"{s3_server.settings.bucket_uri}/soak",
                           "--s3-state-dir", str(s3_server.settings.state_dir), "--txn-scope", "slot",
                           "--source", "spark", "--partitions", "2", "--faults", ",".join(YARN_S3_FAULTS), "--gate-records", "200",
-                          "--max-faults", str(len(YARN_S3_FAULTS)), "--metrics-linger", "0", duration="8m",
-                          timeout=720, keep_broker=True)
+                          "--max-faults", str(len(YARN_S3_FAULTS)), "--metrics-linger", "0", keep_broker=True)
         assert broker.running_nodes(), "the soak leaves running the broker it did not start"
         assert_clean(report, tmp_path)
         assert report["options"]["master"] == "yarn" and report["options"]["txn_scope"] == "slot"

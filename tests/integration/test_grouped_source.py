@@ -7,6 +7,7 @@ at a range's end, across batches or across a change of source fails the test.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections import Counter
@@ -125,6 +126,35 @@ def test_poll_timeout_bounds_each_wait_for_records_not_the_whole_slot(bootstrap,
     assert Counter(key for key, _, _ in rows) == Counter([*range(40), *range(100, 140)])
 
 
+def two_partitions(bootstrap: str, new_topic, prefix: str) -> str:
+    """A new topic of two partitions, each one committed transaction of 10 records: offsets 0..9, the marker at 10."""
+    topic = new_topic(partitions=2, prefix=prefix)
+    for p in (0, 1):
+        commit_keys(bootstrap, topic, range(100 * p, 100 * p + 10), partition=p)
+    return topic
+
+
+def test_a_slot_that_waits_pollTimeoutMs_for_records_that_cannot_come_fails_the_query_naming_its_ranges(
+        bootstrap, spark, new_topic, tmp_path):
+    topic = two_partitions(bootstrap, new_topic, "stuck")
+    checkpoint = tmp_path / "stuck"
+    assert len(drain(spark, bootstrap, topic, checkpoint, slots=1)[0]) == 20
+    commit_keys(bootstrap, topic, range(200, 210), partition=1)  # offsets 11..20, the marker at 21
+    # A batch logged and never run (a driver that died after logging it), whose end for partition 0 lies past
+    # its log's end: the restarted query runs it as logged, partition 1 reads its range whole, and partition 0's
+    # records cannot come, so no poll brings a record or moves a position. No broker has to be paused.
+    logged = (checkpoint / "offsets" / "0").read_text().splitlines()
+    ends = json.dumps({topic: {"0": 1_000, "1": 22}}, separators=(",", ":"))
+    (checkpoint / "offsets" / "1").write_text("\n".join([*logged[:-1], ends]) + "\n")
+    with pytest.raises(AssertionError) as failed:
+        drain(spark, bootstrap, topic, checkpoint, slots=1, **{"kafkaConsumer.pollTimeoutMs": 500})
+    expected = (f"java.lang.IllegalStateException: slot 0 of {topic} read nothing for kafkaConsumer.pollTimeoutMs"
+                " = 500 ms short of the batch's end (partition:from:until) 0:11:1000,1:11:22"
+                " (partitions still short of it: [0])")
+    assert re.search(rf"{re.escape(expected)}$", str(failed.value), re.M), str(failed.value)[:1500]
+    assert not (checkpoint / "commits" / "1").exists()
+
+
 def recreate(bootstrap: str, topic: str, partitions: int) -> None:
     """Delete `topic` and create it again with `partitions` partitions, as an operator starting over would."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -181,9 +211,7 @@ def _partition_gone(bootstrap, topic):
                          ids=["added-partition-past-0", "trimmed", "recreated-topic", "partition-gone"])
 def test_data_loss_fails_both_sources_alike_in_one_line_unless_failOnDataLoss_is_false(bootstrap, spark, new_topic,
                                                                                        tmp_path, case):
-    topic = new_topic(partitions=2, prefix="lossy")
-    for p in (0, 1):
-        commit_keys(bootstrap, topic, range(100 * p, 100 * p + 10), partition=p)  # offsets 0..9, the marker at 10
+    topic = two_partitions(bootstrap, new_topic, "lossy")
     for source in ("spark", "grouped"):
         assert len(drain(spark, bootstrap, topic, tmp_path / source, source=source)[0]) == 20
     failure, kept_from = case(bootstrap, topic)

@@ -160,6 +160,10 @@ def test_a_slot_that_waits_pollTimeoutMs_for_records_that_cannot_come_fails_the_
     assert not (checkpoint / "commits" / "1").exists()
 
 
+# SlotConsumers.IDLE_MS_PROPERTY: py4j reads no member of a package-private class.
+IDLE_MS_PROPERTY = "eosbench.grouped.consumerIdleMs"
+
+
 def jvm_field(obj, name: str):
     """A field of a JVM object read by reflection, whatever its access: py4j reads public fields only."""
     field = obj.getClass().getDeclaredField(name)
@@ -232,6 +236,26 @@ def test_a_second_task_of_a_busy_slot_reads_on_a_private_consumer_closed_at_its_
     # The next query's slot borrows the kept consumer: exact, and nothing created.
     assert drained_positions(spark, bootstrap, topic, tmp_path / "second") == expected
     assert consumers_created(spark) - created_before == 2
+
+
+def test_a_kept_consumer_idle_past_the_idle_time_is_closed_and_the_next_query_creates_a_fresh_one(
+        bootstrap, spark, new_topic, tmp_path):
+    topic, expected, slot, created_before = kept_by_one_slot(bootstrap, spark, new_topic, tmp_path, "idle")
+    borrower = slot_reader(spark, slot)
+    kept = jvm_field(borrower, "cached")
+    borrower.close()
+    assert borrower.currentMetricsValues()[0].value() == 0, "the query's consumer was kept for its slot"
+    system = spark._jvm.java.lang.System
+    system.setProperty(IDLE_MS_PROPERTY, "500")
+    try:
+        deadline = time.monotonic() + 120  # a guard against a hang, not the judge: the sweeper looks every second
+        while not is_closed(jvm_field(kept, "consumer")):
+            assert time.monotonic() < deadline, "the idle consumer was never closed"
+            time.sleep(0.2)
+    finally:
+        system.clearProperty(IDLE_MS_PROPERTY)
+    assert drained_positions(spark, bootstrap, topic, tmp_path / "second") == expected
+    assert consumers_created(spark) - created_before == 2, "the next borrow creates a fresh consumer"
 
 
 def recreate(bootstrap: str, topic: str, partitions: int) -> None:

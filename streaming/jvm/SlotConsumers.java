@@ -24,13 +24,18 @@ import org.slf4j.LoggerFactory;
  * The executor's slot consumers, one per (client settings, topic, slot), kept across batches so a
  * stream creates G consumers, not one per partition and batch. A task borrows its slot's consumer
  * and gives it back; a second task of the same slot at the same time (a retry beside a zombie)
- * gets a private consumer that it closes. Consumers idle longer than IDLE_MS are closed.
+ * gets a private consumer that it closes. Consumers idle longer than idleMs() are closed.
  */
 final class SlotConsumers {
     private static final Logger LOG = LoggerFactory.getLogger(SlotConsumers.class);
     // As the sink closes idle producers after 60 s: a slot that moved to another executor, or a
     // query that stopped, gives its connections back.
     static final long IDLE_MS = 60_000L;
+    /** A system property that replaces IDLE_MS, read at every sweep so that a test can shorten it in a running JVM. */
+    static final String IDLE_MS_PROPERTY = "eosbench.grouped.consumerIdleMs";
+    // Every second rather than a share of the idle time: a consumer closes within a second of it
+    // whatever it is, even when a test shortens it after the sweeper was scheduled.
+    private static final long SWEEP_MS = 1_000L;
     /** Consumers this executor JVM created (the grouped source's counter; the task metric reports each task's). */
     static final AtomicLong CREATED = new AtomicLong();
     private static final ConcurrentHashMap<String, Slot> CACHE = new ConcurrentHashMap<>();
@@ -41,7 +46,7 @@ final class SlotConsumers {
     });
 
     static {
-        SWEEPER.scheduleWithFixedDelay(SlotConsumers::closeIdle, IDLE_MS / 4, IDLE_MS / 4, TimeUnit.MILLISECONDS);
+        SWEEPER.scheduleWithFixedDelay(SlotConsumers::closeIdle, SWEEP_MS, SWEEP_MS, TimeUnit.MILLISECONDS);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> CACHE.keySet().forEach(SlotConsumers::evict),
             "eosbench-slot-consumer-close"));
     }
@@ -146,12 +151,18 @@ final class SlotConsumers {
         slot.consumer.close(Duration.ofSeconds(5));
     }
 
+    /** How long a kept consumer may stay unused: IDLE_MS unless the system property IDLE_MS_PROPERTY says otherwise. */
+    static long idleMs() {
+        return Long.getLong(IDLE_MS_PROPERTY, IDLE_MS);
+    }
+
     private static void closeIdle() {
         long now = System.currentTimeMillis();
+        long idleMs = idleMs();
         for (Map.Entry<String, Slot> entry : CACHE.entrySet()) {
             Slot slot = entry.getValue();
             synchronized (slot) {
-                if (slot.inUse || now - slot.lastUsed < IDLE_MS) {
+                if (slot.inUse || now - slot.lastUsed < idleMs) {
                     continue;
                 }
             }

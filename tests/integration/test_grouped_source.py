@@ -7,6 +7,7 @@ at a range's end, across batches or across a change of source fails the test.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections import Counter
@@ -14,10 +15,12 @@ from collections import Counter
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from py4j.protocol import Py4JJavaError
 
 from conf.failures import EnvironmentFailure
 from conf.stream_settings import GROUPED_SOURCE_FORMAT, SOURCE_OPTION_DEFAULTS
 from streaming import job
+from streaming.batch_ranges import _each_input_partition
 from streaming.checkpoint import CheckpointLog
 from streaming.slot_map import slot_groups
 from streaming.topic_index import records_to_end, topic_reader
@@ -26,10 +29,11 @@ from tests.integration.stream_checks import assert_exactly_once, consumers_creat
 
 
 def drain(spark, bootstrap: str, topic: str, checkpoint, source: str = "grouped", slots: int = 2, row_ms: int = 0,
-          **options):
+          planned: list | None = None, **options):
     """Run one available-now query of `source` into a foreachBatch; return its (key, partition, offset) rows and batch count.
 
-    row_ms > 0 makes the writer take that long for each row, in the task that reads it.
+    row_ms > 0 makes the writer take that long for each row, in the task that reads it; `planned`, if
+    given, gets each batch's input partitions (the grouped source's SlotInputPartition, on the JVM).
     """
     rows, batches = [], []
     reader = (spark.readStream.format(GROUPED_SOURCE_FORMAT if source == "grouped" else "kafka")
@@ -42,6 +46,8 @@ def drain(spark, bootstrap: str, topic: str, checkpoint, source: str = "grouped"
 
     def collect(df, batch_id):
         batches.append(batch_id)
+        if planned is not None:
+            planned.extend(_each_input_partition(df, lambda partition: partition))
         slow = [f"reflect('java.lang.Thread', 'sleep', cast({row_ms} as bigint)) as slept"] if row_ms else []
         rows.extend((int(r.key), r.partition, r.offset) for r in df.selectExpr(
             "cast(cast(key as string) as bigint) as key", "partition", "offset", *slow).collect())
@@ -125,6 +131,133 @@ def test_poll_timeout_bounds_each_wait_for_records_not_the_whole_slot(bootstrap,
     assert Counter(key for key, _, _ in rows) == Counter([*range(40), *range(100, 140)])
 
 
+def two_partitions(bootstrap: str, new_topic, prefix: str) -> str:
+    """A new topic of two partitions, each one committed transaction of 10 records: offsets 0..9, the marker at 10."""
+    topic = new_topic(partitions=2, prefix=prefix)
+    for p in (0, 1):
+        commit_keys(bootstrap, topic, range(100 * p, 100 * p + 10), partition=p)
+    return topic
+
+
+def test_a_slot_that_waits_pollTimeoutMs_for_records_that_cannot_come_fails_the_query_naming_its_ranges(
+        bootstrap, spark, new_topic, tmp_path):
+    topic = two_partitions(bootstrap, new_topic, "stuck")
+    checkpoint = tmp_path / "stuck"
+    assert len(drain(spark, bootstrap, topic, checkpoint, slots=1)[0]) == 20
+    commit_keys(bootstrap, topic, range(200, 210), partition=1)  # offsets 11..20, the marker at 21
+    # A batch logged and never run (a driver that died after logging it), whose end for partition 0 lies past
+    # its log's end: the restarted query runs it as logged, partition 1 reads its range whole, and partition 0's
+    # records cannot come, so no poll brings a record or moves a position. No broker has to be paused.
+    logged = (checkpoint / "offsets" / "0").read_text().splitlines()
+    ends = json.dumps({topic: {"0": 1_000, "1": 22}}, separators=(",", ":"))
+    (checkpoint / "offsets" / "1").write_text("\n".join([*logged[:-1], ends]) + "\n")
+    with pytest.raises(AssertionError) as failed:
+        drain(spark, bootstrap, topic, checkpoint, slots=1, **{"kafkaConsumer.pollTimeoutMs": 500})
+    expected = (f"java.lang.IllegalStateException: slot 0 of {topic} read nothing for kafkaConsumer.pollTimeoutMs"
+                " = 500 ms short of the batch's end (partition:from:until) 0:11:1000,1:11:22"
+                " (partitions still short of it: [0])")
+    assert re.search(rf"{re.escape(expected)}$", str(failed.value), re.M), str(failed.value)[:1500]
+    assert not (checkpoint / "commits" / "1").exists()
+
+
+# SlotConsumers.IDLE_MS_PROPERTY: py4j reads no member of a package-private class.
+IDLE_MS_PROPERTY = "eosbench.grouped.consumerIdleMs"
+
+
+def jvm_field(obj, name: str):
+    """A field of a JVM object read by reflection, whatever its access: py4j reads public fields only."""
+    field = obj.getClass().getDeclaredField(name)
+    field.setAccessible(True)
+    return field.get(obj)
+
+
+def slot_reader(spark, slot):
+    """A SlotPartitionReader of a SlotInputPartition, made as a task makes it (by reflection: package-private)."""
+    gateway = spark.sparkContext._gateway
+    constructor = slot.getClass().getClassLoader().loadClass("eosbench.spark.SlotPartitionReader") \
+        .getDeclaredConstructors()[0]
+    constructor.setAccessible(True)
+    arguments = gateway.new_array(gateway.jvm.java.lang.Object, 1)
+    arguments[0] = slot
+    return constructor.newInstance(arguments)
+
+
+def read_whole(reader) -> Counter:
+    """(partition, offset) of every row a slot reader gives, to its end."""
+    rows = Counter()
+    while reader.next():
+        row = reader.get()
+        rows[(row.getInt(3), row.getLong(4))] += 1
+    return rows
+
+
+def is_closed(consumer) -> bool:
+    """Whether a KafkaConsumer was closed: every call on a closed one says so."""
+    try:
+        consumer.assignment()
+        return False
+    except Py4JJavaError as refused:
+        assert "This consumer has already been closed" in str(refused.java_exception), refused
+        return True
+
+
+def drained_positions(spark, bootstrap: str, topic: str, checkpoint, planned: list | None = None) -> Counter:
+    """(partition, offset) of every row a one-slot grouped query reads from the topic's start."""
+    return Counter((p, o) for _, p, o in drain(spark, bootstrap, topic, checkpoint, slots=1, planned=planned)[0])
+
+
+def kept_by_one_slot(bootstrap: str, spark, new_topic, tmp_path, prefix: str) -> tuple[str, Counter, object, int]:
+    """A two_partitions topic read whole by one slot: it, its (partition, offset)s, the slot, the consumers before."""
+    topic = two_partitions(bootstrap, new_topic, prefix)
+    expected, planned, created_before = committed_positions(bootstrap, topic), [], consumers_created(spark)
+    assert drained_positions(spark, bootstrap, topic, tmp_path / "first", planned) == expected
+    assert consumers_created(spark) - created_before == 1, "the slot's one consumer, kept"
+    return topic, expected, planned[0], created_before
+
+
+def test_a_second_task_of_a_busy_slot_reads_on_a_private_consumer_closed_at_its_end_and_the_kept_one_stays(
+        bootstrap, spark, new_topic, tmp_path):
+    topic, expected, slot, created_before = kept_by_one_slot(bootstrap, spark, new_topic, tmp_path, "busy")
+    # No query runs two tasks of a slot at once on demand (a zombie needs a lost executor), so the two tasks
+    # are made here, on the driver's JVM, which is the executor's in local mode: the zombie holds the slot's
+    # kept consumer while its retry reads the same range beside it.
+    zombie = slot_reader(spark, slot)
+    retry = slot_reader(spark, slot)
+    created = [reader.currentMetricsValues()[0].value() for reader in (zombie, retry)]
+    assert created == [0, 1] and consumers_created(spark) - created_before == 2, "the retry's consumer is its own"
+    kept, private = jvm_field(zombie, "cached"), jvm_field(retry, "cached")
+    assert jvm_field(kept, "pooled") and not jvm_field(private, "pooled")
+    assert read_whole(retry) == expected
+    retry.close()
+    assert is_closed(jvm_field(private, "consumer")), "a private consumer is closed at its task's end"
+    assert read_whole(zombie) == expected
+    zombie.close()
+    assert not is_closed(jvm_field(kept, "consumer"))
+    # The next query's slot borrows the kept consumer: exact, and nothing created.
+    assert drained_positions(spark, bootstrap, topic, tmp_path / "second") == expected
+    assert consumers_created(spark) - created_before == 2
+
+
+def test_a_kept_consumer_idle_past_the_idle_time_is_closed_and_the_next_query_creates_a_fresh_one(
+        bootstrap, spark, new_topic, tmp_path):
+    topic, expected, slot, created_before = kept_by_one_slot(bootstrap, spark, new_topic, tmp_path, "idle")
+    borrower = slot_reader(spark, slot)
+    kept = jvm_field(borrower, "cached")
+    borrower.close()
+    assert borrower.currentMetricsValues()[0].value() == 0, "the query's consumer was kept for its slot"
+    system = spark._jvm.java.lang.System
+    system.setProperty(IDLE_MS_PROPERTY, "500")
+    try:
+        deadline = time.monotonic() + 120  # a guard against a hang, not the judge: the sweeper looks every second
+        while not is_closed(jvm_field(kept, "consumer")):
+            assert time.monotonic() < deadline, "the idle consumer was never closed"
+            time.sleep(0.2)
+    finally:
+        system.clearProperty(IDLE_MS_PROPERTY)
+    assert drained_positions(spark, bootstrap, topic, tmp_path / "second") == expected
+    assert consumers_created(spark) - created_before == 2, "the next borrow creates a fresh consumer"
+
+
 def recreate(bootstrap: str, topic: str, partitions: int) -> None:
     """Delete `topic` and create it again with `partitions` partitions, as an operator starting over would."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -181,9 +314,7 @@ def _partition_gone(bootstrap, topic):
                          ids=["added-partition-past-0", "trimmed", "recreated-topic", "partition-gone"])
 def test_data_loss_fails_both_sources_alike_in_one_line_unless_failOnDataLoss_is_false(bootstrap, spark, new_topic,
                                                                                        tmp_path, case):
-    topic = new_topic(partitions=2, prefix="lossy")
-    for p in (0, 1):
-        commit_keys(bootstrap, topic, range(100 * p, 100 * p + 10), partition=p)  # offsets 0..9, the marker at 10
+    topic = two_partitions(bootstrap, new_topic, "lossy")
     for source in ("spark", "grouped"):
         assert len(drain(spark, bootstrap, topic, tmp_path / source, source=source)[0]) == 20
     failure, kept_from = case(bootstrap, topic)

@@ -42,7 +42,11 @@ def bundle_digest(bundle: JarBundle) -> str:
     # The bundle's own Java sources are compiled apart (compiled_jar), keyed by their contents. An
     # empty `excluded` is left out, so that bundles without one keep the cache folders they have.
     left_out = {"java_sources", "services"} | (set() if bundle.excluded else {"excluded"})
-    return hashlib.sha256(bundle.model_dump_json(exclude=left_out).encode()).hexdigest()[:12]
+    # When a bundle is resolved does not change its jars, so on_first_use is digested as false, the
+    # value every bundle but the peers' had when it joined the digest: their cache folders stay
+    # theirs, and flipping it never re-resolves (the peers' two resolve once more, into new folders).
+    return hashlib.sha256(bundle.model_copy(update={"on_first_use": False}).model_dump_json(exclude=left_out)
+                          .encode()).hexdigest()[:12]
 
 
 def bundle_dir(bundle: JarBundle) -> Path:

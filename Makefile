@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-quick clean prometheus
+.PHONY: setup setup-all demo test test-quick clean prometheus
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; eosbench needs Python 3.11" >&2; exit 3; }
@@ -19,16 +19,22 @@ prometheus:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	  else echo "error: promtool not found; install Debian's prometheus package (sudo apt-get install prometheus)" >&2; exit 3; fi; }
 
+# The jars the demo runs on; every other bundle is resolved by the first command that uses it.
 setup: $(STAMP) prometheus
 	$(BIN)/eosbench setup
+
+# Every bundle: the tests start HDFS, YARN, the local S3 and the peers, and Maven's minutes belong
+# before the first test, not inside one test's timeout.
+setup-all: $(STAMP) prometheus
+	$(BIN)/eosbench setup --all
 
 demo: setup
 	$(BIN)/eosbench demo
 
-test: setup
+test: setup-all
 	$(BIN)/pytest
 
-test-quick: setup
+test-quick: setup-all
 	$(BIN)/pytest -m 'not heavy'
 
 clean:

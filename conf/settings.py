@@ -188,7 +188,8 @@ class JarBundle(BaseModel):
     java_sources: tuple[str, ...] = ()
     # META-INF/services/<interface> files of that jar: interface -> implementing classes.
     services: dict[str, tuple[str, ...]] = {}
-    # Resolved by the first command that uses it, not by `eosbench setup` (the peers' engines).
+    # Resolved by the first command that uses it (or `eosbench setup --all`), not by a plain
+    # `eosbench setup`, which resolves only what the demo runs on.
     on_first_use: bool = False
 
     @field_validator("artifacts", "managed")

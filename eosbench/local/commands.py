@@ -187,25 +187,34 @@ def cmd_acls(args: argparse.Namespace) -> int:
 
 
 def add_setup_parser(commands) -> None:
-    """`eosbench setup`."""
-    commands.add_parser("setup", help="check Java and Maven and resolve every jar into the cache")
+    """`eosbench setup [--all]`."""
+    setup = commands.add_parser(
+        "setup", help="check Java and Maven and resolve the demo's jars into the cache (--all: every jar)",
+        description="Check Java and Maven and resolve the jars the demo runs on (Kafka, the JMX exporter, Spark's"
+                    " Kafka connector and Delta) into the jar cache. Every other bundle (HDFS, YARN, S3, S3A, the"
+                    " peers) is resolved by the first command that uses it, unless --all resolves it now.")
+    setup.add_argument("--all", action="store_true",
+                       help="resolve every bundle in conf/jars.yaml now, for a machine that will go offline")
 
 
-def cmd_setup(_args: argparse.Namespace) -> int:
-    """Handle `eosbench setup`: check the toolchain and fill the jar cache."""
+def cmd_setup(args: argparse.Namespace) -> int:
+    """Handle `eosbench setup`: check the toolchain and fill the jar cache with the demo's bundles, or every one."""
     from importlib.metadata import version
 
     from eosbench.local.environment import check_java, check_maven
-    from eosbench.local.jars import resolve_all
+    from eosbench.local.jars import resolve_for_setup, setup_bundle_names
 
     java, mvn = check_java(), check_maven()
     started = time.monotonic()
-    bundles = resolve_all()
+    bundles = resolve_for_setup(everything=args.all)
     print(f"java: {java}\nmaven: {mvn}")
     print(f"pyspark {version('pyspark')}, delta-spark {version('delta-spark')},"
           f" confluent-kafka {version('confluent-kafka')}")
     for name, jars in bundles.items():
         print(f"jars/{name}: {len(jars)} jars in {jars[0].parent}")
+    later = [name for name in setup_bundle_names(everything=True) if name not in bundles]
+    if later:
+        print(f"resolved on first use (or now with `eosbench setup --all`): {', '.join(later)}")
     print(f"setup done in {time.monotonic() - started:.1f} s")
     return 0
 

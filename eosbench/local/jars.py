@@ -3,6 +3,10 @@
 Maven does the resolution (it is on every machine of this kind and honours the project's mirror
 settings); the result is a plain folder of jars per bundle, keyed by a digest of the bundle's
 entry, so that later runs work offline and a version bump re-resolves by itself.
+
+`resolve_bundle` is the one way to a bundle's jars: it resolves a bundle the first time anything
+asks for it, saying so on stderr. `eosbench setup` asks only for the demo's bundles ahead of time
+(`setup_bundle_names`); `--all` asks for every one.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,7 +47,11 @@ def bundle_digest(bundle: JarBundle) -> str:
     # The bundle's own Java sources are compiled apart (compiled_jar), keyed by their contents. An
     # empty `excluded` is left out, so that bundles without one keep the cache folders they have.
     left_out = {"java_sources", "services"} | (set() if bundle.excluded else {"excluded"})
-    return hashlib.sha256(bundle.model_dump_json(exclude=left_out).encode()).hexdigest()[:12]
+    # When a bundle is resolved does not change its jars, so on_first_use is digested as false, the
+    # value every bundle but the peers' had when it joined the digest: their cache folders stay
+    # theirs, and flipping it never re-resolves (the peers' two resolve once more, into new folders).
+    return hashlib.sha256(bundle.model_copy(update={"on_first_use": False}).model_dump_json(exclude=left_out)
+                          .encode()).hexdigest()[:12]
 
 
 def bundle_dir(bundle: JarBundle) -> Path:
@@ -108,9 +117,14 @@ def _maven_command(pom: Path, output_dir: Path, transitive: bool) -> list[str]:
     ]
     if os.environ.get("EOSBENCH_MAVEN_REPO"):
         command.append(f"-Dmaven.repo.local={os.environ['EOSBENCH_MAVEN_REPO']}")
-    if os.environ.get("EOSBENCH_MAVEN_OFFLINE", "") not in ("", "0"):
+    if maven_offline():
         command.append("-o")
     return command
+
+
+def maven_offline() -> bool:
+    """Tell whether EOSBENCH_MAVEN_OFFLINE keeps Maven to its local repository."""
+    return os.environ.get("EOSBENCH_MAVEN_OFFLINE", "") not in ("", "0")
 
 
 def _first_maven_error(output: str) -> str:
@@ -204,18 +218,30 @@ def _compile_into(sources: list[Path], classpath: list[Path], target: Path, serv
 
 
 def _resolve_into(bundle: JarBundle, target: Path) -> None:
-    print(f"eosbench: resolving the {bundle.name} jars with Maven into {target} (once)", file=sys.stderr)
+    # One line, ended by the time it took: a first use of a lazy bundle can stall a command for minutes,
+    # and the user should see why, and that it happens once.
+    source = "the local Maven repository (offline)" if maven_offline() else "Maven Central"
+    print(f"eosbench: fetching the {bundle.name} bundle from {source} (once)… ", end="", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    try:
+        _run_maven_into(bundle, target)
+    except BaseException:
+        print(f"failed after {time.monotonic() - started:.1f} s", file=sys.stderr)
+        raise
+    print(f"done in {time.monotonic() - started:.1f} s", file=sys.stderr)
+
+
+def _run_maven_into(bundle: JarBundle, target: Path) -> None:
     with tempfile.TemporaryDirectory(prefix=f"eosbench-{bundle.name}-", dir=jar_cache_dir()) as work:
         work_dir = Path(work)
         pom = work_dir / "pom.xml"
         pom.write_text(render_pom(bundle), encoding="utf-8")
         staging = work_dir / "jars"
-        completed = subprocess.run(
-            _maven_command(pom, staging, bundle.transitive),
-            capture_output=True,
-            text=True,
-            cwd=work_dir,
-        )
+        try:
+            completed = subprocess.run(_maven_command(pom, staging, bundle.transitive),
+                                       capture_output=True, text=True, cwd=work_dir)
+        except OSError as exc:
+            raise EnvironmentProblem(f"could not resolve the {bundle.name} jars: cannot run Maven: {exc.strerror}") from exc
         if completed.returncode != 0 or not any(staging.glob("*.jar")):
             raise EnvironmentProblem(
                 f"could not resolve the {bundle.name} jars with Maven: "
@@ -231,9 +257,14 @@ def _resolve_into(bundle: JarBundle, target: Path) -> None:
         staging.rename(target)
 
 
-def resolve_all() -> dict[str, list[Path]]:
-    """Resolve every bundle in conf/jars.yaml but those resolved on first use; used by `eosbench setup`."""
-    return {name: resolve_bundle(name) for name, bundle in load_jar_bundles().items() if not bundle.on_first_use}
+def setup_bundle_names(everything: bool = False) -> list[str]:
+    """The bundles `eosbench setup` resolves: the demo's (none marked on_first_use), or with `everything` all of them."""
+    return [name for name, bundle in load_jar_bundles().items() if everything or not bundle.on_first_use]
+
+
+def resolve_for_setup(everything: bool = False) -> dict[str, list[Path]]:
+    """Resolve what `eosbench setup` resolves (`setup_bundle_names`), each through `resolve_bundle`."""
+    return {name: resolve_bundle(name) for name in setup_bundle_names(everything)}
 
 
 def kafka_tools_command(tool: str, heap_mb: int = 512) -> list[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from eosbench.console.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT
+from tests.unit.fake_maven import fake_maven
 
 
 def free_port() -> int:
@@ -75,6 +76,18 @@ def test_jars_unresolvable_when_maven_is_offline_with_an_empty_cache(tmp_path: P
     assert_one_line_error(completed, EXIT_ENVIRONMENT, "eosbench: error: could not resolve the kafka jars with Maven:")
     assert "offline" in completed.stderr.strip().splitlines()[-1].lower()
     assert not list((tmp_path / "home" / "jars").glob("kafka-*/*.jar")), "a failed resolution must not look cached"
+
+
+def test_a_lazy_bundle_that_maven_cannot_resolve_is_one_line_after_its_progress_line(tmp_path: Path):
+    bin_dir, calls = fake_maven(tmp_path / "bin")
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_MAVEN_LOG": str(calls), "FAKE_MAVEN_FAIL": "1",
+           "EOSBENCH_HOME": str(tmp_path / "home"), "EOSBENCH_MAVEN_OFFLINE": ""}
+    completed = run_eosbench("s3", "start", "--s3-state-dir", str(tmp_path / "s3"), "--port", str(free_port()), env=env)
+    assert_one_line_error(completed, EXIT_ENVIRONMENT, "eosbench: error: could not resolve the s3proxy jars with Maven:",
+                          "Temporary failure in name resolution")
+    progress = completed.stderr.strip().splitlines()[-2]
+    assert progress.startswith("eosbench: fetching the s3proxy bundle from Maven Central (once)… failed after ")
+    assert "<artifactId>s3proxy</artifactId>" in calls.read_text()
 
 
 def test_port_already_in_use(tmp_path: Path):

@@ -61,3 +61,8 @@ def test_pom_carries_managed_versions_and_digest_follows_content():
     assert "<artifactId>spark-token-provider-kafka-0-10_2.13</artifactId><version>4.0.0</version>" in pom
     changed = spark.model_copy(update={"artifacts": spark.artifacts[:1]})
     assert bundle_digest(changed) != bundle_digest(spark)
+
+
+def test_a_bundles_digest_does_not_change_with_when_it_is_resolved():
+    hdfs = load_jar_bundles()["hdfs"]
+    assert bundle_digest(hdfs) == bundle_digest(hdfs.model_copy(update={"on_first_use": not hdfs.on_first_use}))

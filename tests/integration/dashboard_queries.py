@@ -13,16 +13,17 @@ DASHBOARD_DIR = CONF_DIR.parent / "dashboards"
 def dashboard_queries(*boards: str) -> list[tuple[str, str, str]]:
     """(dashboard, panel, PromQL) for every target of the named dashboards, variables set to All.
 
-    The panels' 1-minute rate windows suit a live run; a test's run has ended by the time the
-    queries go out, so the window is widened to cover all of it.
+    Grafana sizes the panels' rate windows ($__rate_interval) to the graph it draws; a test's run
+    has ended by the time the queries go out, so the window is one that covers all of it.
     """
     found = []
     for board in boards:
         for panel in json.loads((DASHBOARD_DIR / board).read_text())["panels"]:
             for target in panel["targets"]:
-                expr = target["expr"].replace("[1m]", "[10m]")
+                expr = target["expr"].replace("[$__rate_interval]", "[10m]")
                 for variable in ("$run_id", "$app_id", "$soak_run"):
                     expr = expr.replace(variable, ".*")
+                assert "$" not in expr, f"{board} / {panel['title']}: a Grafana variable this harness does not set: {expr}"
                 found.append((board, panel["title"], expr))
     return found
 

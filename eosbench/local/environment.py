@@ -41,13 +41,19 @@ def parse_java_major(version_output: str) -> int:
     return major
 
 
+# A JVM that starts in a second on a quiet machine took tens of seconds at a load of 50.
+JAVA_VERSION_TIMEOUT_S = 120
+
+
 def check_java() -> str:
     """Return the java launcher after checking that it is Java 17 or newer."""
     java = java_executable()
     try:
-        completed = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+        completed = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=JAVA_VERSION_TIMEOUT_S)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot run {java}: {exc.strerror}") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise EnvironmentProblem(f"{java} -version did not answer within {JAVA_VERSION_TIMEOUT_S} s") from exc
     major = parse_java_major(completed.stderr + completed.stdout)
     if major < MIN_JAVA_MAJOR:
         raise EnvironmentProblem(

@@ -5,6 +5,7 @@ import socket
 import pytest
 
 from conf.settings import load_jar_bundles
+from eosbench.local import environment
 from eosbench.local.environment import check_ports_free, parse_java_major, port_accepts_connections, port_is_free
 from eosbench.console.errors import EnvironmentProblem
 from eosbench.local.jars import artifact_name, bundle_digest, render_pom
@@ -66,3 +67,13 @@ def test_pom_carries_managed_versions_and_digest_follows_content():
 def test_a_bundles_digest_does_not_change_with_when_it_is_resolved():
     hdfs = load_jar_bundles()["hdfs"]
     assert bundle_digest(hdfs) == bundle_digest(hdfs.model_copy(update={"on_first_use": not hdfs.on_first_use}))
+
+
+def test_a_java_that_never_answers_is_one_line_not_a_traceback(tmp_path, monkeypatch):
+    hung = tmp_path / "java"
+    hung.write_text("#!/bin/sh\nsleep 30\n")
+    hung.chmod(0o755)
+    monkeypatch.setattr(environment, "java_executable", lambda: str(hung))
+    monkeypatch.setattr(environment, "JAVA_VERSION_TIMEOUT_S", 0.2)
+    with pytest.raises(EnvironmentProblem, match=rf"^{hung} -version did not answer within 0.2 s$"):
+        environment.check_java()

@@ -111,8 +111,7 @@ class StreamSettings(BaseModel):
     app_id: str = "eosbench"
     sink: Sink = "kafka-eos"
     # "auto": the job chooses (chosen_source). Spark's stays the default until the grouped source's
-    # two-hour soak passes (docs/soak.md: soak b3ea84ee's live verify reported 8 aborted reads that
-    # its final verify did not find).
+    # two-hour soak passes with 10 faults of each kind (docs/soak.md: 09d60cf6 was clean, with 9 or 10).
     source: Source | Literal["auto"] = "spark"
     txn_scope: TxnScope | Literal["auto"] = "auto"  # the job chooses (streaming/sink_start.py), the default
     txn_slots: int | None = None  # slot scope's G; None: the job's total executor cores

@@ -6,7 +6,7 @@ test_secrets_hidden.py's run, which also searches its every artifact for the pas
 
 from __future__ import annotations
 
-from streaming.verify import read_index
+from streaming.verify import read_index, wait_until_stable
 from tests.unit.test_cli_errors import run_eosbench
 
 
@@ -32,5 +32,8 @@ def test_the_pre_registering_producer_commits_over_sasl_ssl(secured_cluster, sec
         producer.produce(topic, b"value", key)
     producer.commit_transaction(30)
     producer.purge()
+    # commit_transaction returns once the coordinator has logged the commit; the markers reach the
+    # partition after, and until then the last stable offset hides the records (seen at load 20).
+    assert wait_until_stable(secured_cluster.connection, [topic], timeout_s=60) == []
     committed = read_index(secured_cluster.connection, topic, "read_committed", with_src=False)
     assert sorted(committed.seq.tolist()) == [1, 2, 3]

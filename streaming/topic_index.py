@@ -153,8 +153,9 @@ def records_to_end(consumer, topic: str, timeout_s: float = 60.0, start_offsets:
     """Yield a topic's records, from start_offsets (else the log start) to the end offsets seen when the read began.
 
     Ends by itself: a topic still being written never shows its end to a reader that keeps
-    receiving records. A partition ends at the end offset seen at the start, never below it. The first item is {partition: (log start, end)}, then each record's
-    message. `on_progress(read, total)` is called every PROGRESS_EVERY_S of a long read.
+    receiving records. A partition ends at the end offset seen at the start, never below it. The
+    first item is {partition: (log start, end)}, then each record's message. `on_progress(read,
+    total)` is called every PROGRESS_EVERY_S of a long read.
     """
     start = start_offsets or {}
     metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)

@@ -386,7 +386,7 @@ class S3Settings(BaseModel):
         still holds the checkpoint, as S3 would. That backend lists no marker object of an empty
         folder, which Spark's default checkpoint file manager trips on (FileContext refuses to
         create `offsets/.0.tmp` under a parent it cannot see); the s3a checkpoint's own manager,
-        streaming/jvm/ObjectStoreCheckpointFileManager.java, writes through the FileSystem API,
+        streaming/source/jvm/ObjectStoreCheckpointFileManager.java, writes through the FileSystem API,
         which does not ask, as S3 itself does not.
         """
         return "\n".join([

@@ -22,9 +22,9 @@ OutputPartitioning = Literal["key", "input"]
 Process = Literal["passthrough", "checksum", "enrich"]
 StartingOffsets = Literal["earliest", "latest", "group", "output"]
 # spark: Spark's Kafka source, a task and a consumer per partition; grouped: eosbench's source, a
-# task and a consumer per slot (streaming/jvm/GroupedKafkaProvider.java), micro-batch only.
+# task and a consumer per slot (streaming/source/jvm/GroupedKafkaProvider.java), micro-batch only.
 Source = Literal["spark", "grouped"]
-# The options the grouped source takes besides kafka.* (streaming/jvm/GroupedKafkaProvider.java): with
+# The options the grouped source takes besides kafka.* (streaming/source/jvm/GroupedKafkaProvider.java): with
 # --source auto, any other --source-options name keeps Spark's source, which has it.
 GROUPED_SOURCE_OPTIONS = frozenset({
     "failondataloss", "kafkaconsumer.polltimeoutms", "minoffsetspertrigger", "maxtriggerdelay", "startingtimestamp",
@@ -113,13 +113,13 @@ class StreamSettings(BaseModel):
     # "auto": the job chooses (chosen_source). Spark's stays the default until the grouped source's
     # two-hour soak passes with 10 faults of each kind (docs/soak.md: 09d60cf6 was clean, with 9 or 10).
     source: Source | Literal["auto"] = "spark"
-    txn_scope: TxnScope | Literal["auto"] = "auto"  # the job chooses (streaming/sink_start.py), the default
+    txn_scope: TxnScope | Literal["auto"] = "auto"  # the job chooses (streaming/sink/start.py), the default
     txn_slots: int | None = None  # slot scope's G; None: the job's total executor cores
     output_partitioning: OutputPartitioning = "key"
     pre_register_partitions: bool = False
     sink_client: SinkClient | None = None  # None: librdkafka, or kafka-python with pre-registration
     process: Process = "passthrough"
-    trigger: str = "available-now"  # or an interval, or realtime:<interval> (streaming/realtime.py)
+    trigger: str = "available-now"  # or an interval, or realtime:<interval> (streaming/realtime/writer.py)
     commit_interval_ms: int = 100  # real-time mode: the longest a record waits for its transaction's commit
     checkpoint: str | None = None  # a Hadoop URI or a local path (checkpoint_uri)
     starting_offsets: StartingOffsets = "earliest"
@@ -239,7 +239,7 @@ class StreamSettings(BaseModel):
 
     @property
     def visibility_observed(self) -> bool:
-        """Whether the driver times each transaction's visibility (streaming/visibility.py)."""
+        """Whether the driver times each transaction's visibility (streaming/verify/visibility.py)."""
         return self.observe_visibility or self.visibility_log is not None
 
     @property

@@ -10,7 +10,7 @@ throughput covers everything, polls included. This is the ceiling the Spark sink
 
 With `mark_transactions`, tx mode stamps each record with its transaction's `eos.txn` header
 (conf/headers.py: input partition `*`, the unit's number as the batch) and notes the wall-clock
-moment each `commit_transaction` returned, so that a visibility observer (streaming/visibility.py,
+moment each `commit_transaction` returned, so that a visibility observer (streaming/verify/visibility.py,
 run by the caller) can time the LSO's advance. Off, the loop pays for neither.
 """
 

@@ -85,7 +85,7 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trigger", default="available-now",
                         help="available-now; an interval such as '1 second' (micro-batches); or realtime:<interval>"
                              " such as 'realtime:5 seconds', Spark's real-time mode with that checkpoint interval"
-                             " (streaming/realtime.py)")
+                             " (streaming/realtime/writer.py)")
     parser.add_argument("--commit-interval-ms", type=int, metavar="MS",
                         help="real-time mode: commit each partition's transaction once its oldest record has waited"
                              " this long (default: 100)")
@@ -144,13 +144,13 @@ def settings_from_args(args: argparse.Namespace) -> StreamSettings:
 
 
 def starting_offsets(checkpoint, settings: StreamSettings) -> str:
-    """The source's startingOffsets (`streaming/starting_offsets.py` says when the transactional sink refuses one).
+    """The source's startingOffsets (`streaming/source/starting_offsets.py` says when the sink refuses one).
 
     Spark uses startingOffsets only for a query that has not started before: with the query's
     initial offsets in the checkpoint, it resumes from the checkpoint and ignores them.
     """
-    from streaming.output_evidence import settle_timeout_s
-    from streaming.starting_offsets import resolve_starting_offsets
+    from streaming.verify.evidence import settle_timeout_s
+    from streaming.source.starting_offsets import resolve_starting_offsets
 
     if checkpoint.initial_offsets():
         return "earliest"
@@ -198,7 +198,7 @@ class _ProgressWatcher:
 
         self.query, self.settings, self.metrics, self.interval_s = query, settings, metrics, interval_s
         self.on_report = on_report
-        self.checkpoint = checkpoint  # streaming/checkpoint.py's CheckpointLog of the query
+        self.checkpoint = checkpoint  # streaming/source/checkpoint.py's CheckpointLog of the query
         self._last_batch_id = -1
         self._initial: dict | None = None
         self._lag_reader = None
@@ -291,7 +291,7 @@ def _visibility_observer(settings: StreamSettings, metrics):
     """A started VisibilityObserver of the sink's topics when the settings ask for one, else None."""
     if not settings.visibility_observed:
         return None
-    from streaming.visibility import VisibilityObserver
+    from streaming.verify.visibility import VisibilityObserver
 
     return VisibilityObserver(settings.connection, [settings.output_topic, settings.dead_letter],
                               on_sample=metrics.visible if metrics else None, log=settings.visibility_log).start()
@@ -305,12 +305,12 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     demo publishes its verify result) passes its own StreamMetrics, already serving. `timeline`
     (spark-submit's driver) is marked at each step of the start and printed after the first batch.
     """
-    from streaming.baseline_sinks import AtLeastOnceKafkaSink, IdempotentDeltaSink
-    from streaming.checkpoint import CheckpointLog
-    from streaming.eos_sink import TransactionalSink
+    from streaming.sink.baselines import AtLeastOnceKafkaSink, IdempotentDeltaSink
+    from streaming.source.checkpoint import CheckpointLog
+    from streaming.sink.driver import TransactionalSink
     from streaming.quiet_stop import stop_quietly
-    from streaming.sink_start import resolved_scope
-    from streaming.slot_map import settle_slot_count
+    from streaming.sink.start import resolved_scope
+    from streaming.sink.slots import settle_slot_count
 
     summary = StreamSummary()
     mark = timeline.mark if timeline else lambda step, at=None: None
@@ -351,7 +351,7 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
 
     checkpoint = CheckpointLog(spark, settings.checkpoint_uri)  # one reader of the checkpoint, handed down
     if settings.realtime_interval is not None:
-        from streaming.realtime import EpochCounts, prepared_writer, write_stream
+        from streaming.realtime.writer import EpochCounts, prepared_writer, write_stream
 
         sink = prepared_writer(spark, settings, checkpoint)
         mark("sink")

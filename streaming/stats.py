@@ -195,7 +195,7 @@ class StreamSummary:
     # steps (BatchStats.driver_seconds), which is where a batch's time goes before and after the tasks.
     trigger_ms: dict[str, float] = field(default_factory=dict)
     driver_ms: dict[str, float] = field(default_factory=dict)
-    visibility: dict | None = None  # with --observe-visibility: streaming/visibility.py's VisibilitySummary
+    visibility: dict | None = None  # with --observe-visibility: streaming/verify/visibility.py's VisibilitySummary
     python: dict | None = None  # with --report-python: streaming/job.py's python_locations()
     txn_scope: str | None = None  # the transactional sink's scope as it ran (None for the other sinks)
     txn_scope_chosen: str | None = None  # with --txn-scope auto: the scope it chose, and why

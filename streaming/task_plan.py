@@ -2,7 +2,7 @@
 
 `TaskPlan` travels in each task's closure (it must pickle); `transactional_id` is T(p) of
 partition scope, `slot_transactional_id` T(k) of slot scope; KEEP_COMMITTED marks an offset to re-commit unchanged (the offset keeper's
-refresh). The protocol that uses them is `streaming/sink_task.py`.
+refresh). The protocol that uses them is `streaming/sink/task.py`.
 """
 
 from __future__ import annotations
@@ -49,12 +49,12 @@ class TaskPlan:
     # Slot scope: per slot k (the coalesced Spark partition k), the input partitions it holds.
     slot_partitions: tuple[tuple[int, ...], ...] = ()
     txn_slots: int = 0  # slot scope's G, recorded with each commit's slot
-    # The driver run that claimed the pipeline (streaming/sink_owner.py), recorded with each commit: a writer stops
+    # The driver run that claimed the pipeline (streaming/owner.py), recorded with each commit: a writer stops
     # after a new producer's init unless the owner record names it. Empty only in a plan made without a driver's
     # claim (a test's, a bench's own transactions), which checks nothing.
     run: str = ""
     output_partitioning: str = "key"  # or "input": a record goes to the output partition numbered as its input's
-    # Per transactional id, the writer token of its latest init as the driver last heard (streaming/sink_clients.py):
+    # Per transactional id, the writer token of its latest init as the driver last heard (streaming/sink/clients.py):
     # a worker's cached producer with another token is fenced already and is replaced before the attempt.
     writers: dict = field(default_factory=dict)
 

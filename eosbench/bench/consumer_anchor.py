@@ -16,7 +16,7 @@ import time
 from conf.client_config import Connection, connection
 from eosbench.console.errors import EnvironmentProblem
 from eosbench.local.jars import kafka_tools_command
-from streaming.topic_index import records_to_end, topic_reader
+from streaming.verify.topic_index import records_to_end, topic_reader
 
 CONSUMER_PERF_TIMEOUT_S = 300
 

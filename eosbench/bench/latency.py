@@ -2,7 +2,7 @@
 
 Three arms read one fed input each, at each offered rate:
 - kafka-eos at a 1 s micro-batch trigger (the transactional foreachBatch sink);
-- kafka-eos in real-time mode, committing every `--commit-interval-ms` (streaming/realtime.py),
+- kafka-eos in real-time mode, committing every `--commit-interval-ms` (streaming/realtime/writer.py),
   its epochs (checkpoint interval) `--realtime-interval` long;
 - kafka-alo in real-time mode: Spark's own Kafka sink, at-least-once.
 
@@ -139,7 +139,7 @@ def observe_output(bootstrap: str, source: str, topic: str, partitions: int, sec
 
     from conf.headers import IN_TS_HEADER, SRC_HEADER
     from conf.watermarks import watermark_offsets
-    from streaming.topic_index import source_position
+    from streaming.verify.topic_index import source_position
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"latency-{uuid.uuid4().hex[:8]}",
                          "isolation.level": "read_committed", "enable.auto.commit": False,

@@ -38,7 +38,7 @@ from eosbench.console.errors import EnvironmentProblem
 from eosbench.local.kafka_admin import admin_client, create_topic
 from eosbench.local.peers import PeerSettings, peer_command
 from eosbench.local.processes import Child, descendants, process_name
-from streaming.verify import verify
+from streaming.verify.verifier import verify
 
 PROCESS = "checksum"
 # The Spark job's trigger, and so the peers' commit and checkpoint interval (eosbench/local/peers.py).

@@ -8,7 +8,7 @@ engine copies all of it, transactionally, to an output topic of its own:
 
   - librdkafka: the plain consume-transform-produce loop (`producers.streaming_bench`), TV1;
   - kafka-python, and kafka-python with pre-registration (KIP-609): the same loop on
-    `streaming.preregister`'s client, TV1;
+    `streaming.sink.preregister`'s client, TV1;
   - java-tv2 and java-tv1: Kafka's own `TransactionalMessageCopier` from the cached kafka-tools
     jar, with the cluster's `transaction.version` feature at 2 and at 1 (FeatureCommand), put back
     to where it was afterwards, failure or not. The copier takes no client settings but
@@ -192,7 +192,8 @@ def _python_arm(bootstrap: str | Connection, engine: str, input_topic: str, outp
 
     factory = None
     if engine.startswith("kafka-python"):
-        from streaming.preregister import PreRegisteringProducer as factory  # built as factory(config, txn id, group id)
+        # built as factory(config, txn id, group id)
+        from streaming.sink.preregister import PreRegisteringProducer as factory
     bench = StreamingBench(bootstrap, input_topic, output, "tx", group_id=group, records_per_transaction=size,
                            producer_factory=factory, pre_register=engine == "kafka-python+prereg")
     try:

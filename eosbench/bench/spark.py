@@ -56,7 +56,7 @@ from eosbench.local.spark import cluster_spark_conf, spark_session
 from streaming import job
 from streaming.session import consumer_cache_defaults
 from streaming.stats import STARTUP_BATCHES, histogram_percentile
-from streaming.verify import stable_and_end_offsets
+from streaming.verify.verifier import stable_and_end_offsets
 
 TRIGGER = "1 second"
 VARIANTS = {

@@ -4,7 +4,7 @@ Both modes read the same input (each with its own consumer group) and run interl
 so drift of the machine hits both alike. The figures are the ceiling the Spark sink is compared
 against; the seed's TxStreamingBench found 40-120x for one-record transactions on Kafka 2.7.
 
-With --observe-visibility, every tx mode also gets a VisibilityObserver (streaming/visibility.py)
+With --observe-visibility, every tx mode also gets a VisibilityObserver (streaming/verify/visibility.py)
 on its output topic, started before the warmup so that its first second (left out) falls there;
 each block's commits are handed to it between blocks, outside the measured loop, and the report
 gives the p50/p99 from `commit_transaction` returning to the observer first seeing the records.
@@ -67,7 +67,8 @@ def run(bootstrap: str | Connection, args: argparse.Namespace) -> dict:
             create_topic(bootstrap, output, partitions, replication)
         factory = None
         if mode in KAFKA_PYTHON_TX_MODES:
-            from streaming.preregister import PreRegisteringProducer as factory  # built as factory(config, txn id, group id)
+            # built as factory(config, txn id, group id)
+            from streaming.sink.preregister import PreRegisteringProducer as factory
         benches[mode] = StreamingBench(
             bootstrap, input_topic, output, "base" if mode == "base" else "tx",
             group_id=args.group_id or f"eosbench-streaming-{run_id}-{mode}",
@@ -77,7 +78,7 @@ def run(bootstrap: str | Connection, args: argparse.Namespace) -> dict:
     observers = {}
     try:
         if args.observe_visibility:
-            from streaming.visibility import VisibilityObserver
+            from streaming.verify.visibility import VisibilityObserver
 
             for mode, bench in benches.items():
                 if bench.marking:

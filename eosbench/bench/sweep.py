@@ -50,7 +50,8 @@ def plain_cell(bootstrap: str | Connection, input_topic: str, sink: str, records
     create_topic(bootstrap, output, partitions, min(3, len(cluster_metadata(bootstrap).brokers)))
     factory = None
     if pre_register:
-        from streaming.preregister import PreRegisteringProducer as factory  # built as factory(config, txn id, group id)
+        # built as factory(config, txn id, group id)
+        from streaming.sink.preregister import PreRegisteringProducer as factory
     bench = StreamingBench(bootstrap, input_topic, output, "tx" if sink == "plain-tx" else "base",
                            group_id=f"bench-{tag}", records_per_transaction=records_per_transaction,
                            poll_timeout_s=poll_timeout_s, consumer_config=consumer_config,

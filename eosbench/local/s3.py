@@ -35,7 +35,7 @@ from eosbench.local.jars import resolve_bundle
 MAIN_CLASS = "org.gaul.s3proxy.Main"
 CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 # Writes each log entry in place and aborts the upload on cancel, as Spark's documented manager for
-# object stores does (streaming/jvm/ObjectStoreCheckpointFileManager.java says why ours).
+# object stores does (streaming/source/jvm/ObjectStoreCheckpointFileManager.java says why ours).
 OBJECT_STORE_CHECKPOINT_FILE_MANAGER = "eosbench.spark.ObjectStoreCheckpointFileManager"
 
 

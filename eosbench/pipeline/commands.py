@@ -195,7 +195,7 @@ def add_verify_parser(commands) -> None:
 def cmd_verify(args: argparse.Namespace) -> int:
     """Handle `eosbench verify`: print the JSON report; exit 1 on any violation."""
     from eosbench.local.kafka_admin import cluster_metadata, describe_topic
-    from streaming.verify import verify
+    from streaming.verify.verifier import verify
 
     bootstrap = kafka_connection(args)
     describe_topic(bootstrap, args.input_topic)

@@ -29,7 +29,7 @@ from conf.stream_settings import StreamSettings
 from producers.perf import ProducerPerformance
 from streaming import job
 from streaming.metrics import StreamMetrics
-from streaming.verify import verify
+from streaming.verify.verifier import verify
 from streaming.reader import read_topic, sequence_number_counts
 
 DEMO_TOPIC_PREFIX = "eosbench-demo-"

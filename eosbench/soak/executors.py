@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from eosbench.local.processes import command_line, descendants, parent_pid, process_name
-from streaming.in_flight import IN_FLIGHT_NAME
+from streaming.sink.in_flight import IN_FLIGHT_NAME
 
 if TYPE_CHECKING:
     from eosbench.local.spark_cluster import StandaloneCluster
@@ -55,7 +55,7 @@ def executor_with_a_task_in_flight(hosts: ExecutorHosts, timeout_s: float) -> tu
     """(executor JVM, its pyspark daemon, the daemon's worker) for a worker seen holding an open transaction; None if
     none was seen within `timeout_s`.
 
-    The sink's task names its thread IN_FLIGHT_NAME between begin and sending its offsets (streaming/in_flight.py),
+    The sink's task names its thread IN_FLIGHT_NAME between begin and sending its offsets (streaming/sink/in_flight.py),
     and a Python worker runs its task on its main thread, whose name is the process's.
     """
     deadline = time.monotonic() + timeout_s

@@ -22,9 +22,9 @@ from confluent_kafka import KafkaException
 from conf.failures import kafka_reason
 from eosbench.soak.pipeline import Pipeline
 from eosbench.soak.report import FaultRecord
-from streaming.live_ledger import LiveLedger, verify_live
-from streaming.topic_index import IncrementalIndexes
-from streaming.verify import (VerifyReport, committed_floors, group_offset_mismatches, group_offsets,
+from streaming.verify.live_ledger import LiveLedger, verify_live
+from streaming.verify.topic_index import IncrementalIndexes
+from streaming.verify.verifier import (VerifyReport, committed_floors, group_offset_mismatches, group_offsets,
                               stable_and_end_offsets, verify, wait_until_stable)
 
 T = TypeVar("T")

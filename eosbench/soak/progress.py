@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
-from streaming.sink_group import commit_run
+from streaming.group import commit_run
 
 RATE_WINDOW_S = 3.0  # the throughput window; recovery times are resolved to about this
 SAMPLE_EVERY_S = 0.5

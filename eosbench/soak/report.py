@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from eosbench.soak.pipeline import VISIBILITY_LOG
-from streaming.visibility import percentiles, read_log
+from streaming.verify.visibility import percentiles, read_log
 
 
 @dataclass
@@ -66,7 +66,7 @@ class SoakReport:
     timeline: list[tuple[float, int]] = field(default_factory=list)
     finished: bool = False  # False in the report rewritten after every round of a running soak
     stopped: str = ""  # why a soak ended before its drain and final verify (one line), if it did
-    # Visibility latency (streaming/visibility.py): over the whole soak, before the first fault, and
+    # Visibility latency (streaming/verify/visibility.py): over the whole soak, before the first fault, and
     # for each fault kind over the transactions committed from its injection to the next fault.
     visibility: dict = field(default_factory=dict)
     slot_launches: list[int] = field(default_factory=list)  # slot scope's G at each launch of the stream (--txn-slots)

@@ -26,7 +26,7 @@ from pathlib import Path
 from conf.local_servers import ClusterSettings
 from eosbench.local.broker import LocalCluster
 from eosbench.local.kafka_admin import create_topic
-from streaming.verify import group_offsets, stable_and_end_offsets, verify
+from streaming.verify.verifier import group_offsets, stable_and_end_offsets, verify
 from tests.integration.produce_helpers import commit_keys, produce
 
 SHORT_RETENTION_PORT = 19700

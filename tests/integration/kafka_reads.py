@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError, TopicPartition
 
-from streaming.topic_index import topic_reader
+from streaming.verify.topic_index import topic_reader
 
 
 def read_all(bootstrap: str, topic: str, isolation: str = "read_committed", timeout_s: float = 30.0) -> list[bytes]:

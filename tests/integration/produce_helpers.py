@@ -36,7 +36,7 @@ def commit_records(bootstrap: str, transactional_id: str, records: list[tuple]) 
     them (its commit markers are written). The partition is 0 where none is given."""
     from confluent_kafka import Producer
 
-    from streaming.verify import wait_until_stable
+    from streaming.verify.verifier import wait_until_stable
 
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
     producer.init_transactions(30)

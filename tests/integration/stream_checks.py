@@ -11,9 +11,9 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from conf.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_header
 from conf.stream_settings import StreamSettings
 from eosbench.local.hadoop_fs import fs_shell
-from streaming.sink_group import CommittedOffset, read_committed_offsets
-from streaming.topic_index import topic_reader
-from streaming.verify import verify
+from streaming.group import CommittedOffset, read_committed_offsets
+from streaming.verify.topic_index import topic_reader
+from streaming.verify.verifier import verify
 
 
 def local_checkpoint(settings: StreamSettings) -> Path:

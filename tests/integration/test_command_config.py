@@ -6,7 +6,7 @@ test_secrets_hidden.py's run, which also searches its every artifact for the pas
 
 from __future__ import annotations
 
-from streaming.verify import read_index, wait_until_stable
+from streaming.verify.verifier import read_index, wait_until_stable
 from tests.unit.test_cli_errors import run_eosbench
 
 
@@ -22,7 +22,7 @@ def test_topics_commands_speak_sasl_ssl(admin_properties):
 
 
 def test_the_pre_registering_producer_commits_over_sasl_ssl(secured_cluster, secured_topic):
-    from streaming.preregister import PreRegisteringProducer
+    from streaming.sink.preregister import PreRegisteringProducer
 
     topic = secured_topic()
     producer = PreRegisteringProducer(secured_cluster.connection.librdkafka(), f"{topic}.prereg", f"{topic}.group")

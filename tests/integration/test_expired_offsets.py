@@ -16,8 +16,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from conf.stream_settings import StreamSettings
 from eosbench.local.kafka_admin import create_topic
 from streaming import job
-from streaming.eos_sink import SinkPreconditionError
-from streaming.verify import stable_and_end_offsets, verify
+from streaming.sink.driver import SinkPreconditionError
+from streaming.verify.verifier import stable_and_end_offsets, verify
 from tests.integration.produce_helpers import commit_keys, produce
 
 

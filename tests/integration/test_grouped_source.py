@@ -20,10 +20,10 @@ from py4j.protocol import Py4JJavaError
 from conf.failures import EnvironmentFailure
 from conf.stream_settings import GROUPED_SOURCE_FORMAT, SOURCE_OPTION_DEFAULTS
 from streaming import job
-from streaming.batch_ranges import _each_input_partition
-from streaming.checkpoint import CheckpointLog
-from streaming.slot_map import slot_groups
-from streaming.topic_index import records_to_end, topic_reader
+from streaming.source.batch_ranges import _each_input_partition
+from streaming.source.checkpoint import CheckpointLog
+from streaming.sink.slots import slot_groups
+from streaming.verify.topic_index import records_to_end, topic_reader
 from tests.integration.produce_helpers import commit_keys, committed_ids, produce
 from tests.integration.stream_checks import assert_exactly_once, consumers_created
 

@@ -31,7 +31,7 @@ from eosbench.local.acl_set import Acl, PipelineAccess, pipeline_acls, render_ac
 from eosbench.local.kafka_admin import (cluster_metadata, create_acls, create_dead_letter_topic, create_topic,
                                         delete_acls, describe_topic, principal_acls)
 from streaming.process import POISON_PREFIX
-from streaming.verify import verify
+from streaming.verify.verifier import verify
 
 REPO = Path(__file__).resolve().parents[2]
 USER = "lp-user"

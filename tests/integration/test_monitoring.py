@@ -19,7 +19,7 @@ from eosbench.local.prometheus_server import LocalPrometheus
 from streaming import job
 from streaming.metrics import StreamMetrics
 from streaming.quiet_stop import stop_quietly
-from streaming.verify import read_index, stable_and_end_offsets, verify
+from streaming.verify.verifier import read_index, stable_and_end_offsets, verify
 from tests.integration.dashboard_queries import assert_plausible, dashboard_queries
 from tests.integration.produce_helpers import produce
 from tests.integration.stream_checks import assert_exactly_once

@@ -2,7 +2,7 @@
 trimmed output, and a partition with no evidence, on the real broker.
 
 The way back after a lost checkpoint and lost group offsets reads where each input partition was
-left from the output (streaming/output_evidence.py). Each test plays what the output looks like
+left from the output (streaming/verify/evidence.py). Each test plays what the output looks like
 right after the failure that makes a user take it, and expects an exact restart or a one-line
 refusal, never a start below what was written. Most need no Spark: the start is resolved before
 the query is.
@@ -19,9 +19,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from conf.stream_settings import StreamSettings
 from eosbench.local.kafka_admin import create_topic
 from streaming import job
-from streaming.sink_group import SinkPreconditionError
-from streaming.starting_offsets import resolve_starting_offsets
-from streaming.verify import wait_until_stable
+from streaming.group import SinkPreconditionError
+from streaming.source.starting_offsets import resolve_starting_offsets
+from streaming.verify.verifier import wait_until_stable
 from tests.integration.produce_helpers import produce
 from tests.integration.stream_checks import assert_exactly_once, committed_records, deliver
 

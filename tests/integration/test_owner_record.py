@@ -4,7 +4,7 @@ the group's offsets are fenced before the new run reads an offset, and the outpu
 Each zombie is a sink writer of a run that died: its producer was made (and it read the group's
 offsets) before the new driver started, then it froze. It wakes at the worst moment the test can
 give it, writes its range again and tries to commit; it must find itself fenced, and the verifier's
-multisets must come out exact. streaming/sink_owner.py has the argument these tests hold it to.
+multisets must come out exact. streaming/owner.py has the argument these tests hold it to.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from conf.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_header
 from streaming import job
-from streaming import sink_clients
+from streaming.sink import clients as sink_clients
 from tests.integration.produce_helpers import commit_keys, produce
 from tests.integration.stream_checks import assert_exactly_once, committed_records, group_offsets, local_checkpoint
 

@@ -20,7 +20,7 @@ import pytest
 
 from eosbench.local.kafka_admin import create_topic
 from eosbench.local.spark_cluster import StandaloneCluster, spark_home
-from streaming.verify import verify
+from streaming.verify.verifier import verify
 from tests.integration.kafka_reads import read_all, sequence_numbers
 from tests.integration.produce_helpers import committed_ids, produce
 from tests.integration.test_spark_submit import fresh_shell_environment

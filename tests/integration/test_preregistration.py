@@ -13,13 +13,13 @@ from confluent_kafka import Consumer, TopicPartition
 
 from eosbench.local.kafka_admin import create_topic
 
-from streaming.sink_clients import _PRODUCERS, drop_producer, producer_key
-from streaming.sink_task import run_transaction
+from streaming.sink.clients import _PRODUCERS, drop_producer, producer_key
+from streaming.sink.task import run_transaction
 from streaming.task_plan import TaskPlan
 from streaming.process import arrow_columns
-from streaming.sink_group import read_committed_offsets
-from streaming.topic_index import topic_reader
-from streaming.verify import stable_and_end_offsets
+from streaming.group import read_committed_offsets
+from streaming.verify.topic_index import topic_reader
+from streaming.verify.verifier import stable_and_end_offsets
 from tests.integration.kafka_reads import read_all
 from tests.integration.produce_helpers import commit_keys, produce
 

@@ -8,7 +8,7 @@ import json
 from collections import Counter
 
 from eosbench.bench.protocol import transaction_version
-from streaming.verify import read_index
+from streaming.verify.verifier import read_index
 from tests.integration.kafka_reads import read_all, sequence_numbers
 from tests.unit.test_cli_errors import run_eosbench
 

@@ -19,8 +19,8 @@ from conf.stream_settings import StreamSettings
 from eosbench.local.kafka_admin import create_topic
 from streaming import job
 from streaming.quiet_stop import STOP_NOISE_LOGGERS
-from streaming.sink_group import SinkPreconditionError
-from streaming.verify import verify
+from streaming.group import SinkPreconditionError
+from streaming.verify.verifier import verify
 from tests.integration.kafka_reads import read_all
 from tests.integration.produce_helpers import produce
 from tests.integration.stream_checks import assert_exactly_once, local_checkpoint
@@ -104,7 +104,7 @@ def test_realtime_writer_is_exactly_once_through_a_stop_mid_epoch_and_a_lost_che
 
 
 def test_realtime_refuses_what_it_cannot_run_exactly_once(spark, realtime_pipeline):
-    from streaming.realtime import precondition_problem
+    from streaming.realtime.writer import precondition_problem
 
     assert precondition_problem(realtime_pipeline(), 2, 1, speculation=False) == (
         f"{realtime_pipeline().input_topic} has 2 partitions but the job has 1 task slots: real-time mode runs one"

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from conf.client_config import ClientConfig
 from conf.settings import load_properties
-from streaming.verify import read_index
+from streaming.verify.verifier import read_index
 
 EOSBENCH = [sys.executable, "-m", "eosbench.cli"]
 

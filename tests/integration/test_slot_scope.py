@@ -14,10 +14,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 
 from streaming import job
-from streaming.checkpoint import CheckpointLog
-from streaming.eos_sink import TransactionalSink
+from streaming.source.checkpoint import CheckpointLog
+from streaming.sink.driver import TransactionalSink
 from streaming.quiet_stop import stop_quietly
-from streaming.sink_group import SinkPreconditionError
+from streaming.group import SinkPreconditionError
 from tests.integration.produce_helpers import commit_keys
 from tests.integration.stream_checks import assert_exactly_once, consumers_created, group_offsets, local_checkpoint
 
@@ -206,8 +206,8 @@ def test_a_smaller_slot_count_fences_every_old_slot_id_and_a_late_task_of_the_ol
                                                                                              pipeline, source):
     from confluent_kafka import Consumer as Memberless
 
-    from streaming.sink_owner import owner_group, read_owner
-    from streaming.sink_task import run_transaction
+    from streaming.owner import owner_group, read_owner
+    from streaming.sink.task import run_transaction
     from streaming.task_plan import TaskPlan
 
     settings = pipeline(txn_scope="slot", txn_slots=8, source=source)

@@ -8,7 +8,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from streaming.verify import verify
+from streaming.verify.verifier import verify
 from tests.integration.produce_helpers import committed_ids, produce
 
 REPO = Path(__file__).resolve().parents[2]

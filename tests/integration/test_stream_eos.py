@@ -21,11 +21,12 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from conf.stream_settings import StreamSettings
 from eosbench.local.hadoop_fs import fs_shell
 from eosbench.local.kafka_admin import create_topic
-from streaming import job, sink_clients
+from streaming import job
+from streaming.sink import clients as sink_clients
 from streaming.process import SourceSlice
-from streaming.sink_task import run_transaction
+from streaming.sink.task import run_transaction
 from streaming.task_plan import TaskPlan, transactional_id
-from streaming.verify import group_offsets, stable_and_end_offsets, verify, wait_until_stable
+from streaming.verify.verifier import group_offsets, stable_and_end_offsets, verify, wait_until_stable
 from tests.integration.kafka_reads import read_all
 from tests.integration.produce_helpers import commit_keys, produce
 from tests.integration.stream_checks import assert_exactly_once, local_checkpoint, logged_batches
@@ -268,7 +269,7 @@ def first_record(bootstrap: str, topic: str):
 
 
 def _an_aborted_input_offset(bootstrap: str, topic: str) -> tuple[int, int]:
-    from streaming.verify import read_index
+    from streaming.verify.verifier import read_index
 
     committed = read_index(bootstrap, topic, "read_committed", with_src=False)
     everything = read_index(bootstrap, topic, "read_uncommitted", with_src=False)
@@ -280,14 +281,14 @@ def _an_aborted_input_offset(bootstrap: str, topic: str) -> tuple[int, int]:
 
 
 def test_a_split_or_a_shuffle_before_the_sink_is_refused_before_anything_is_written(bootstrap, spark, pipeline):
-    from streaming.checkpoint import CheckpointLog
-    from streaming.eos_sink import SinkPreconditionError, TransactionalSink
+    from streaming.source.checkpoint import CheckpointLog
+    from streaming.sink.driver import SinkPreconditionError, TransactionalSink
     from streaming.reader import read_topic
 
     settings = pipeline()
     offsets = local_checkpoint(settings) / "offsets"
     offsets.mkdir(parents=True)
-    ends = {str(p): end for p, (_, end) in __import__("streaming.verify", fromlist=["x"])
+    ends = {str(p): end for p, (_, end) in __import__("streaming.verify.verifier", fromlist=["x"])
             .stable_and_end_offsets(bootstrap, settings.input_topic).items()}
     (offsets / "0").write_text('v1\n{}\n' + json.dumps({settings.input_topic: ends}) + "\n")
     sink = TransactionalSink(settings, spark, CheckpointLog(spark, settings.checkpoint_uri))
@@ -346,7 +347,7 @@ def test_driver_metrics_agree_with_the_run_and_the_verifier(bootstrap, spark, pi
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    from streaming.visibility import READY_MARGIN_S, read_log
+    from streaming.verify.visibility import READY_MARGIN_S, read_log
 
     settings = pipeline(metrics_port=19501, visibility_log=tmp_path / "visibility.log")
     commits = []
@@ -382,7 +383,7 @@ def test_driver_metrics_agree_with_the_run_and_the_verifier(bootstrap, spark, pi
 
 def _markers(bootstrap: str, topic: str) -> int:
     """Offsets taken by transaction markers: the end offsets minus every record, committed or not."""
-    from streaming.verify import read_index, stable_and_end_offsets
+    from streaming.verify.verifier import read_index, stable_and_end_offsets
 
     ends = sum(end for _, end in stable_and_end_offsets(bootstrap, topic).values())
     return ends - read_index(bootstrap, topic, "read_uncommitted", with_src=False).seq.size
@@ -410,7 +411,7 @@ def data_in_partition_0_only(bootstrap, new_topic, tmp_path):
 
 def assert_nothing_written(bootstrap: str, settings: StreamSettings) -> None:
     """No group offset, and not even an aborted record, on the output or the dead-letter topic."""
-    from streaming.verify import group_offsets
+    from streaming.verify.verifier import group_offsets
 
     assert group_offsets(bootstrap, settings.app_id, settings.input_topic, [0, 1, 2]) == {0: -1, 1: -1, 2: -1}
     for topic in (settings.output_topic, settings.dead_letter):
@@ -420,7 +421,7 @@ def assert_nothing_written(bootstrap: str, settings: StreamSettings) -> None:
 @pytest.mark.parametrize("option", ["minPartitions=3", "maxRecordsPerPartition=11"])
 def test_a_split_partition_is_refused_before_anything_is_committed(bootstrap, spark, data_in_partition_0_only,
                                                                      option):
-    from streaming.eos_sink import SinkPreconditionError
+    from streaming.sink.driver import SinkPreconditionError
 
     settings = data_in_partition_0_only(source_options=(option,))
     with pytest.raises(SinkPreconditionError, match=r"batch 0 has 3 Spark partitions for 1 Kafka partitions with"
@@ -431,7 +432,7 @@ def test_a_split_partition_is_refused_before_anything_is_committed(bootstrap, sp
 
 
 def test_each_task_refuses_a_split_the_driver_did_not_see(bootstrap, spark, data_in_partition_0_only, monkeypatch):
-    from streaming.eos_sink import SinkPreconditionError
+    from streaming.sink.driver import SinkPreconditionError
 
     monkeypatch.setenv("EOSBENCH_FAULT", "blind-driver-split-check")
     settings = data_in_partition_0_only(source_options=("minPartitions=3",))
@@ -453,8 +454,8 @@ def test_source_options_reach_spark_and_an_unsplit_batch_runs(bootstrap, spark, 
 def test_a_restart_with_the_other_txn_scope_is_refused(bootstrap, spark, pipeline):
     from confluent_kafka import Consumer
 
-    from streaming.eos_sink import SinkPreconditionError
-    from streaming.sink_group import read_committed_offsets
+    from streaming.sink.driver import SinkPreconditionError
+    from streaming.group import read_committed_offsets
 
     settings = pipeline()
     job.run(spark, settings)
@@ -473,7 +474,7 @@ def test_a_replay_whose_group_offsets_expired_is_refused(bootstrap, spark, pipel
     from kafka import TopicPartition
     from kafka.admin import KafkaAdminClient
 
-    from streaming.eos_sink import SinkPreconditionError
+    from streaming.sink.driver import SinkPreconditionError
 
     settings = pipeline()
     job.run(spark, settings)
@@ -494,7 +495,7 @@ def test_a_replay_whose_group_offsets_expired_is_refused(bootstrap, spark, pipel
 
 
 def test_a_batch_that_would_skip_committed_records_is_refused(bootstrap, spark, pipeline):
-    from streaming.eos_sink import SinkPreconditionError
+    from streaming.sink.driver import SinkPreconditionError
 
     settings = pipeline()
     job.run(spark, settings)

@@ -93,7 +93,7 @@ def _as_rows(index) -> list[tuple[int, int, int]]:
 
 
 def test_incremental_indexes_read_what_a_whole_read_reads_across_open_aborted_and_late_commits(bootstrap, new_topic):
-    from streaming.verify import IncrementalIndexes, read_index
+    from streaming.verify.verifier import IncrementalIndexes, read_index
 
     topic = new_topic(partitions=2)
     first, second = (transactional_producer(bootstrap, f"{topic}.tx{n}") for n in (1, 2))
@@ -122,7 +122,7 @@ def test_incremental_indexes_read_what_a_whole_read_reads_across_open_aborted_an
 
 
 def test_a_read_of_a_topic_still_being_written_ends_at_the_offsets_it_began_with(bootstrap, new_topic):
-    from streaming.verify import read_index
+    from streaming.verify.verifier import read_index
 
     topic = new_topic(partitions=2)
     writer = transactional_producer(bootstrap, f"{topic}.tx")
@@ -155,8 +155,8 @@ def test_a_live_verify_waits_for_an_output_transaction_that_holds_committed_outp
     """The three-broker soak's false loss: one task's transaction, blocked after a broker kill, held
     an output partition's last stable offset while another task's committed output sat behind it.
     Both live verifies: over everything held, and the soak's ledger, whose second round clears the loss it carried."""
-    from streaming.live_ledger import LiveLedger, verify_live
-    from streaming.verify import verify
+    from streaming.verify.live_ledger import LiveLedger, verify_live
+    from streaming.verify.verifier import verify
 
     ledger = LiveLedger()
 
@@ -205,7 +205,7 @@ def test_verify_catches_a_planted_torn_transaction_and_a_reordered_pair(bootstra
     import sys
 
     from conf.headers import transaction_identity, txn_header
-    from streaming.verify import verify
+    from streaming.verify.verifier import verify
 
     source, sink = new_topic(), new_topic()
     transaction(transactional_producer(bootstrap, f"{source}.tx"), source, range(6))  # offsets 0-5

@@ -7,8 +7,8 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from conf.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_header
-from streaming.live_ledger import LiveLedger
-from streaming.verify import _conclude, verify
+from streaming.verify.live_ledger import LiveLedger
+from streaming.verify.verifier import _conclude, verify
 from tests.integration.produce_helpers import commit_records
 
 

@@ -7,8 +7,8 @@ from conf.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_hea
 from conf.stream_settings import StreamSettings
 from eosbench.local.kafka_admin import create_topic
 from streaming import job
-from streaming.topic_index import TOMBSTONE_DIGEST, read_index
-from streaming.verify import verify
+from streaming.verify.topic_index import TOMBSTONE_DIGEST, read_index
+from streaming.verify.verifier import verify
 from tests.integration.produce_helpers import commit_records as commit
 
 ORDINARY = 1_000

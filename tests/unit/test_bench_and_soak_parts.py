@@ -25,9 +25,10 @@ from eosbench.soak.faults import FAULTS, _java_string_hash
 from eosbench.soak.options import SoakOptions
 from eosbench.soak.report import FaultRecord, SoakReport, UnplannedExit, report_markdown, write_report
 from eosbench.local.spark_cluster import StandaloneCluster
-from streaming import topic_index, verify
+from streaming.verify import topic_index
+from streaming.verify import verifier as verify
 from streaming.stats import BatchStats, StreamSummary, steady_input_rate
-from streaming.topic_index import IncrementalIndexes, TopicIndex, _bounds
+from streaming.verify.topic_index import IncrementalIndexes, TopicIndex, _bounds
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "conf" / "workloads"
 
@@ -293,7 +294,7 @@ def test_the_soaks_drain_check_reads_a_cluster_error_as_not_drained_and_keeps_it
     from confluent_kafka import KafkaError, KafkaException
 
     from eosbench.soak import live_verify
-    from streaming.verify import TopicIndex
+    from streaming.verify.verifier import TopicIndex
 
     def hanging(*_args, **_kwargs):
         raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed to get committed offsets: Local: Timed out"))
@@ -417,7 +418,7 @@ def test_the_soaks_drain_check_accepts_a_group_stopped_before_an_aborted_tail_an
     import numpy as np
 
     from eosbench.soak import live_verify
-    from streaming.verify import TopicIndex
+    from streaming.verify.verifier import TopicIndex
 
     pipeline = SimpleNamespace(bootstrap="127.0.0.1:1", input_topic="in", app_id="app", copiers=["copier-0"])
     # Committed records at 0..5 of partition 0, then an aborted tail with its marker up to 10.

@@ -6,7 +6,7 @@ from concurrent.futures import Future
 from types import SimpleNamespace
 
 from conf import failures
-from streaming import sink_group
+from streaming import group as sink_group
 
 
 class SlowAdmin:

@@ -1,6 +1,6 @@
 """The checkpoint's location (--checkpoint URI) and the parsers of Spark's offset, source and commit logs.
 
-`streaming/checkpoint.py`'s CheckpointLog reads the files through Hadoop on the session's JVM (the
+`streaming/source/checkpoint.py`'s CheckpointLog reads the files through Hadoop on the session's JVM (the
 integration tests run it, on a local folder and on HDFS); these check what it does with the text.
 """
 
@@ -13,7 +13,8 @@ from pydantic import ValidationError
 
 from conf.settings import SettingsError
 from conf.stream_settings import StreamSettings, checkpoint_uri
-from streaming.checkpoint import batch_ids_in_listing, end_offsets_in_log, offsets_in_source_log, pending_batch_of
+from streaming.source.checkpoint import (batch_ids_in_listing, end_offsets_in_log, offsets_in_source_log,
+                                       pending_batch_of)
 
 # `offsets/<batchId>` as Spark 4 writes it: version, metadata, one line per source.
 OFFSET_LOG = ('v1\n{"batchWatermarkMs":0,"batchTimestampMs":1764064000000,"conf":{"spark.sql.shuffle.partitions":"200"}}\n'

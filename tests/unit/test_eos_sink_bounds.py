@@ -8,8 +8,9 @@ import threading
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from streaming import sink_clients, sink_task
-from streaming.sink_group import CommittedOffset
+from streaming.sink import clients as sink_clients
+from streaming.sink import task as sink_task
+from streaming.group import CommittedOffset
 from streaming.task_plan import TaskPlan
 
 KEY = ("app.in.0", (("bootstrap.servers", "b:9092"),), False)  # a producer's cache key

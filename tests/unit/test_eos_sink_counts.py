@@ -12,7 +12,9 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import KafkaError
 
-from streaming import eos_sink, sink_clients, sink_task
+from streaming.sink import driver as eos_sink
+from streaming.sink import clients as sink_clients
+from streaming.sink import task as sink_task
 from streaming.process import SourceSlice
 from streaming.stats import BatchStats
 from streaming.task_plan import SinkTaskFailed, TaskPlan
@@ -145,7 +147,7 @@ def test_empty_slices_committed_by_the_driver_count_in_outcomes_and_phases(clust
 
 
 def test_step_2_refuses_offsets_the_other_scope_committed_before_any_commit(cluster):
-    from streaming.sink_group import SinkPreconditionError
+    from streaming.group import SinkPreconditionError
 
     cluster.group[("in", 0)] = (4, "eosbench txn-scope=batch")
     with pytest.raises(SinkPreconditionError, match="committed with --txn-scope batch"):

@@ -28,7 +28,7 @@ from conf.settings import SettingsError
 from eosbench.console.errors import (EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_CODES, EXIT_ENVIRONMENT, BadInput,
                                      CheckFailed, EnvironmentProblem, classify_failure)
 from producers.perf import ProduceFailed
-from streaming.sink_group import SinkPreconditionError
+from streaming.group import SinkPreconditionError
 from streaming.task_plan import ExactlyOnceViolation
 from tests.unit.test_cli_errors import assert_one_line_error, free_port, run_eosbench
 
@@ -210,7 +210,7 @@ HDFS_DOWN_IN_THE_SINK = (
     '[STREAM_FAILED] Query [id = af76fa94, runId = ae1e507a] terminated with exception:'
     ' [FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach batch sink.'
     ' Reason: An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):\n'
-    '  File "/x/site-packages/streaming/checkpoint.py", line 69, in _call\n'
+    '  File "/x/site-packages/streaming/source/checkpoint.py", line 69, in _call\n'
     '    return getattr(self._fs, method)(self._hadoop_path(self._root, relative))\n'
     '  File "/x/py4j/protocol.py", line 327, in get_return_value\n'
     '    raise Py4JJavaError(\n'
@@ -229,7 +229,7 @@ PYTHON_RAISED_IN_THE_SINK = (
     '[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR]'
     ' An error occurred in the user provided function in foreach batch sink. Reason: An exception was raised by'
     ' the Python Proxy. Return Message: Traceback (most recent call last):\n'
-    '  File "/x/site-packages/streaming/eos_sink.py", line 186, in _run_batch\n'
+    '  File "/x/site-packages/streaming/sink/driver.py", line 186, in _run_batch\n'
     '    plan = self.plan(batch_id)\n'
     'ValueError: batch 3 has no offsets\n'
     ' SQLSTATE: 39000\n=== Streaming Query ===\n')

@@ -7,8 +7,8 @@ import pytest
 from conf.stream_settings import StreamSettings
 from eosbench.bench import spark as bench
 from eosbench.cli import build_parser
-from streaming import sink_start
-from streaming.sink_group import CommittedOffset, SinkPreconditionError
+from streaming.sink import start as sink_start
+from streaming.group import CommittedOffset, SinkPreconditionError
 
 
 def settings(**fields) -> StreamSettings:
@@ -122,7 +122,7 @@ def test_auto_knows_every_option_the_grouped_source_takes():
 
     from conf.stream_settings import _JOB_SOURCE_OPTIONS, GROUPED_SOURCE_OPTIONS
 
-    java = (Path(__file__).parents[2] / "streaming" / "jvm" / "GroupedKafkaProvider.java").read_text()
+    java = (Path(__file__).parents[2] / "streaming" / "source" / "jvm" / "GroupedKafkaProvider.java").read_text()
     declared = re.search(r"Set<String> OPTIONS = Set\.of\(([^;]*)\);", java).group(1)
     taken = set(re.findall(r'"([a-z.]+)"', declared))
     # The job sets the rest itself; any other option a user gives keeps Spark's source under auto.

@@ -3,7 +3,7 @@
 import threading
 from pathlib import Path
 
-from streaming.in_flight import IN_FLIGHT_NAME, in_flight
+from streaming.sink.in_flight import IN_FLIGHT_NAME, in_flight
 
 
 def _name_of_this_thread() -> str:

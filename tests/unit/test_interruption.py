@@ -7,7 +7,7 @@ import re
 import pytest
 from py4j.protocol import Py4JJavaError
 
-from streaming.interruption import BatchInterrupted, stop_kept_short
+from streaming.sink.interruption import BatchInterrupted, stop_kept_short
 
 # Spark 4.2's StreamExecution.PROXY_ERROR, read from spark-sql_2.13-4.2.0.jar with javap.
 SPARK_PROXY_ERROR = re.compile(r"py4j.protocol.Py4JJavaError: An error occurred while calling((.|\r\n|\r|\n)*)"

@@ -93,7 +93,31 @@ def test_no_import_cycles():
     assert cycles == [], "modules that import each other, directly or round a circle:\n" + "\n".join(cycles)
 
 
+# streaming/'s rooms, highest first: a room may import the rooms after it, never one before it.
+STREAMING_ROOMS = ("realtime", "sink", "source", "verify")
+
+
+def test_streaming_rooms_import_only_down():
+    """The job at the top may use every room; a room uses the rooms below it and the top's shared modules; the
+    shared modules (the group, the owner record, the task plan, processing, stats...) use no room."""
+    graph = _import_graph()
+    wrong = []
+    for module, imported in sorted(graph.items()):
+        parts = module.split(".")
+        if parts[0] != "streaming" or module in ("streaming", "streaming.job"):
+            continue
+        own = parts[1] if parts[1] in STREAMING_ROOMS else None
+        below = STREAMING_ROOMS[STREAMING_ROOMS.index(own):] if own else ()
+        for name in sorted(imported):
+            target = name.split(".")
+            if target[0] != "streaming":
+                continue
+            if name == "streaming.job" or (target[1] in STREAMING_ROOMS and target[1] not in below):
+                wrong.append(f"{module} imports {name}")
+    assert wrong == [], "\n".join(wrong)
+
+
 def test_every_package_says_what_it_is_for():
-    for init in sorted((ROOT / "eosbench").rglob("__init__.py")):
+    for init in sorted([*(ROOT / "eosbench").rglob("__init__.py"), *(ROOT / "streaming").rglob("__init__.py")]):
         docstring = ast.get_docstring(ast.parse(init.read_text()))
         assert docstring and "\n" not in docstring.strip(), f"{init.relative_to(ROOT)} needs a one-line docstring"

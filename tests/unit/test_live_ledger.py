@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streaming.live_ledger import LiveLedger
-from streaming.topic_index import FOREIGN_SOURCE, POISON_DIGEST, TOMBSTONE_DIGEST, TopicIndex
-from streaming.verify_checks import VerifyReport, judge_records
+from streaming.verify.live_ledger import LiveLedger
+from streaming.verify.topic_index import FOREIGN_SOURCE, POISON_DIGEST, TOMBSTONE_DIGEST, TopicIndex
+from streaming.verify.checks import VerifyReport, judge_records
 
 COUNTS = ("input_committed", "output_committed", "dead_lettered", "duplicates", "lost", "unexpected", "aborted_reads",
           "key_surplus", "key_deficit", "reordered", "transactions_checked", "torn", "wrong_value",
@@ -201,7 +201,7 @@ def test_samples_name_records_that_broke_a_check():
 
 
 def test_a_read_ahead_and_the_rounds_read_give_what_one_read_gives(monkeypatch):
-    from streaming import live_ledger
+    from streaming.verify import live_ledger
 
     reads = iter([index([(1, 0, 0, -1, -1, -1, 0), (2, 1, 0, -1, -1, -1, 0)], {0: 1, 1: 2}),  # read ahead
                   TimeoutError("no end of partition within 10.0 s"),  # a read ahead during a broker's pause
@@ -228,7 +228,7 @@ def test_a_read_ahead_and_the_rounds_read_give_what_one_read_gives(monkeypatch):
 def test_a_round_whose_read_fails_keeps_what_it_read_for_the_next_try(monkeypatch):
     from confluent_kafka import KafkaError, KafkaException
 
-    from streaming import live_ledger
+    from streaming.verify import live_ledger
 
     reads = {"in": iter([index([(1, 0, 0, -1, -1, -1, 0)], {0: 1}), index([(2, 0, 1, -1, -1, -1, 0)], {0: 2})]),
              "out": iter([KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION)),

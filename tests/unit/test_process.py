@@ -41,7 +41,7 @@ class RecordingProducer:
 
 
 def test_the_transactional_sink_writes_a_tombstone_to_the_output_and_only_poison_to_the_dead_letters():
-    from streaming import sink_task
+    from streaming.sink import task as sink_task
 
     plan = SimpleNamespace(process="passthrough", output_topic="out", dead_letter_topic="out.dlq", output_partitioning="key")
     records = three_records()
@@ -56,7 +56,7 @@ def test_the_transactional_sink_writes_a_tombstone_to_the_output_and_only_poison
 def test_the_baseline_sinks_route_a_tombstone_to_the_output_and_only_poison_to_the_dead_letters():
     import pyarrow as pa
 
-    from streaming.baseline_sinks import processed_rows
+    from streaming.sink.baselines import processed_rows
 
     settings = SimpleNamespace(process="checksum", output_topic="out", dead_letter="out.dlq")
     batch = pa.RecordBatch.from_pydict({
@@ -69,7 +69,7 @@ def test_the_baseline_sinks_route_a_tombstone_to_the_output_and_only_poison_to_t
 
 def test_verify_is_told_the_streams_process_and_refuses_an_unknown_one():
     from eosbench.cli import build_parser
-    from streaming.verify import verify
+    from streaming.verify.verifier import verify
 
     def parsed(*flags: str):
         return build_parser().parse_args(["verify", "--input-topic", "in", "--output-topic", "out", *flags])

@@ -11,7 +11,7 @@ from conf.stream_settings import StreamSettings
 from eosbench.local.environment import check_java
 from eosbench.local.jars import pyspark_jars_dir, resolve_bundle
 from streaming.process import POISON, TRANSFORMS
-from streaming.realtime import precondition_problem
+from streaming.realtime.writer import precondition_problem
 
 
 def settings(**fields) -> StreamSettings:

@@ -12,9 +12,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from streaming import eos_sink, sink_start, sink_task, transaction_size
-from streaming.sink_group import CommittedOffset, read_committed_offsets
-from streaming.starting_offsets import unrecorded_partitions
+from streaming.sink import driver as eos_sink
+from streaming.sink import start as sink_start
+from streaming.sink import task as sink_task
+from streaming.sink import sizing as transaction_size
+from streaming.group import CommittedOffset, read_committed_offsets
+from streaming.source.starting_offsets import unrecorded_partitions
 from streaming.stats import BatchStats
 from streaming.task_plan import KEEP_COMMITTED
 from tests.unit.fake_kafka import FakeTransactionalProducer
@@ -135,8 +138,8 @@ def test_a_tag_reads_back_whole_even_with_bytes_past_its_end(metadata, read):
 ])
 def test_a_replayed_batch_is_refused_only_where_the_output_holds_or_may_have_lost_its_records(
         monkeypatch, written, delivered, trimmed, refused):
-    from streaming import starting_offsets
-    from streaming.output_evidence import Evidence
+    from streaming.source import starting_offsets
+    from streaming.verify.evidence import Evidence
 
     class Closing:
         def close(self):

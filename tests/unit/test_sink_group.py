@@ -1,4 +1,4 @@
-"""streaming/sink_group.py without a broker: the offset keeper's timing and the scope check."""
+"""streaming/group.py without a broker: the offset keeper's timing and the scope check."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from streaming.sink_group import CommittedOffset, OffsetKeeper, SinkPreconditionError, auto_scope, check_scope
+from streaming.group import CommittedOffset, OffsetKeeper, SinkPreconditionError, auto_scope, check_scope
 
 
 class RecordingSink:
@@ -33,7 +33,7 @@ class RecordingSink:
 
 def test_the_keeper_refreshes_what_no_commit_touched_for_a_third_of_the_retention(monkeypatch):
     clock = [1000.0]
-    monkeypatch.setattr("streaming.sink_group.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("streaming.group.time.monotonic", lambda: clock[0])
     sink = RecordingSink([0, 1, 2])
     keeper = OffsetKeeper(sink, retention_minutes=3)  # refresh after 60 s, wake every 15 s
     assert (keeper.refresh_after_s, keeper.wake_s) == (60.0, 15.0)
@@ -48,7 +48,7 @@ def test_the_keeper_refreshes_what_no_commit_touched_for_a_third_of_the_retentio
 
 def test_the_keeper_judges_staleness_after_the_batch_it_waited_for(monkeypatch):
     clock = [1000.0]
-    monkeypatch.setattr("streaming.sink_group.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("streaming.group.time.monotonic", lambda: clock[0])
     sink = RecordingSink([0, 1])
     keeper = OffsetKeeper(sink, retention_minutes=3)
     sink.lock.acquire()  # a long first batch is running
@@ -99,7 +99,7 @@ def test_auto_gives_a_new_group_slot_scope_and_a_written_group_the_scope_that_wr
 
 
 def test_a_scope_tag_is_read_by_its_prefix_and_undecodable_metadata_is_nobodys():
-    from streaming.sink_group import read_committed_offsets
+    from streaming.group import read_committed_offsets
 
     def reader(*answer):
         return SimpleNamespace(committed=lambda partitions, timeout: list(answer))
@@ -110,7 +110,7 @@ def test_a_scope_tag_is_read_by_its_prefix_and_undecodable_metadata_is_nobodys()
 
 
 def test_a_tag_carries_its_run_and_a_slot_tag_its_slot_and_older_tags_still_read():
-    from streaming.sink_group import new_commit_token, new_run, offset_tag, read_committed_offsets
+    from streaming.group import new_commit_token, new_run, offset_tag, read_committed_offsets
 
     token = new_commit_token()
 

@@ -1,4 +1,4 @@
-"""The owner record and a driver's claim of its pipeline (streaming/sink_owner.py, sink_start.claim), without a broker.
+"""The owner record and a driver's claim of its pipeline (streaming/owner.py, sink_start.claim), without a broker.
 
 The claim's order is what makes it sound: the record names the new run before any fence, so a
 writer of an older run either is fenced or reads the new run. These tests record every read,
@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from conf.stream_settings import StreamSettings
-from streaming import sink_start
-from streaming.sink_group import CommittedOffset, SinkPreconditionError
-from streaming.sink_owner import Owner, Writers, check_owner, owner_tag, parse_owner, writers_from_tags
+from streaming.sink import start as sink_start
+from streaming.group import CommittedOffset, SinkPreconditionError
+from streaming.owner import Owner, Writers, check_owner, owner_tag, parse_owner, writers_from_tags
 
 RUN = "0123456789abcdef"
 

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from conf.stream_settings import StreamSettings
-from streaming.slot_map import partitions_changing_slot, settle_slot_count, slot_groups, slot_map
-from streaming.sink_group import SinkPreconditionError
+from streaming.sink.slots import partitions_changing_slot, settle_slot_count, slot_groups, slot_map
+from streaming.group import SinkPreconditionError
 from streaming.task_plan import TaskPlan
 
 

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import KafkaError
 
-from streaming import topic_index
+from streaming.verify import topic_index
 from streaming.process import TRANSFORMS
-from streaming.topic_index import (FOREIGN_SOURCE, NULL_KEY, POISON_DIGEST, TOMBSTONE_DIGEST, TopicIndex,
+from streaming.verify.topic_index import (FOREIGN_SOURCE, NULL_KEY, POISON_DIGEST, TOMBSTONE_DIGEST, TopicIndex,
                                    expected_digest, key_id, read_index, value_digest)
 
 

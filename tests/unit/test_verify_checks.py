@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from conf.headers import read_txn_header, transaction_identity, txn_header, txn_pipeline
-from streaming.topic_index import FOREIGN_SOURCE, POISON_DIGEST, TOMBSTONE_DIGEST, UNKNOWN_DIGEST
-from streaming.verify_checks import (TopicIndex, VerifyReport, _conclude, _judge, _members, committed_floors,
+from streaming.verify.topic_index import FOREIGN_SOURCE, POISON_DIGEST, TOMBSTONE_DIGEST, UNKNOWN_DIGEST
+from streaming.verify.checks import (TopicIndex, VerifyReport, _conclude, _judge, _members, committed_floors,
                                      group_offset_mismatches, judge_records, reordered_pairs, sources_by_key,
                                      torn_transactions)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streaming.visibility import VisibilityObserver, percentiles, read_log
+from streaming.verify.visibility import VisibilityObserver, percentiles, read_log
 
 
 def observer(tmp_path) -> tuple[VisibilityObserver, list]:

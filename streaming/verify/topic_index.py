@@ -3,7 +3,7 @@
 `read_index` reads a topic to the end offsets it saw when it began, at one isolation level, and
 keeps only integers per record in numpy arrays (`TopicIndex`), so millions of records fit in a
 few tens of megabytes. `IncrementalIndexes` keeps indexes between reads and fetches only the
-records after those it holds. The checks over these integers are `streaming.verify`'s.
+records after those it holds. The checks over these integers are `streaming.verify.verifier`'s.
 
 - A key becomes an int64 (`key_id`): a sequence number (ASCII digits) is itself; a null key is
   `NULL_KEY`; any other key is a hash-based id below `NULL_KEY`, far from any realistic sequence
@@ -19,7 +19,7 @@ records after those it holds. The checks over these integers are `streaming.veri
   deletes what lies below, so nothing below it can be read or judged. Where the log start lies
   above the offset the read was to start from (0 for a first read), records it never saw were
   deleted, and the index says so (`trimmed`): the verifier then tells a delivery deleted from
-  the output from a lost one (streaming/output_deleted.py).
+  the output from a lost one (streaming/verify/deleted.py).
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """What Step 2 of a sink transaction refuses once it has read c: the checks that stop a write before it begins.
 
-Each runs after the producer's init and the read of the group's offsets (streaming/sink_task.py),
+Each runs after the producer's init and the read of the group's offsets (streaming/sink/task.py),
 so it judges offsets no other writer of the same id can move any more, and costs nothing where
 the offsets are as they should be: a batch that would skip committed records (`check_no_skip`),
 and a replayed batch whose offsets expired (`check_replay_has_its_offsets`). A writer of an older
-driver run is stopped by the owner record (`streaming/sink_owner.py: check_owner`).
+driver run is stopped by the owner record (`streaming/owner.py: check_owner`).
 """
 
 from __future__ import annotations
 
-from streaming import sink_clients as clients
-from streaming.sink_group import CommittedOffset, SinkPreconditionError
+from streaming.sink import clients
+from streaming.group import CommittedOffset, SinkPreconditionError
 from streaming.task_plan import KEEP_COMMITTED, TaskPlan
 
 

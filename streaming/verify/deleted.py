@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streaming.topic_index import POISON_DIGEST, TOMBSTONE_DIGEST, UNKNOWN_DIGEST, TopicIndex, _bounds
+from streaming.verify.topic_index import POISON_DIGEST, TOMBSTONE_DIGEST, UNKNOWN_DIGEST, TopicIndex, _bounds
 
 NOTHING = np.iinfo(np.int64).min  # the horizon of a topic no trim reached: below every offset
 EVERYTHING = np.iinfo(np.int64).max  # a trimmed partition without a survivor of p: above every offset

@@ -2,9 +2,9 @@
 
 The member-less group metadata its transactions commit with, the input's partitions and their
 committed offsets (once the topics and the group's scope pass the checks), the driver run's claim
-of the pipeline (`claim`: the owner record and the fence, streaming/sink_owner.py), and the plan
+of the pipeline (`claim`: the owner record and the fence, streaming/owner.py), and the plan
 of the driver's own transactions outside a batch (the offset keeper's). The micro-batch sink
-(streaming/eos_sink.py) and the real-time writer's driver side (streaming/realtime.py) share them.
+(streaming/sink/driver.py) and the real-time writer's driver side (streaming/realtime/writer.py) share them.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from conf.client_log import CLIENT_LOG
 from conf.failures import EnvironmentFailure
 from conf.stream_settings import StreamSettings
-from streaming import sink_clients as clients
-from streaming.output_evidence import Evidence, read_evidence, settle_timeout_s
-from streaming.sink_group import (CommittedOffset, SinkPreconditionError, auto_scope, check_scope, new_run,
+from streaming.sink import clients
+from streaming.verify.evidence import Evidence, read_evidence, settle_timeout_s
+from streaming.group import (CommittedOffset, SinkPreconditionError, auto_scope, check_scope, new_run,
                                   read_committed_offsets)
-from streaming.sink_owner import Owner, Writers, owner_group, read_owner, write_owner, writers_from_tags
-from streaming.sink_task import SINK_LOG, run_transaction
-from streaming.starting_offsets import ever_written
+from streaming.owner import Owner, Writers, owner_group, read_owner, write_owner, writers_from_tags
+from streaming.sink.task import SINK_LOG, run_transaction
+from streaming.source.starting_offsets import ever_written
 from streaming.task_plan import KEEP_COMMITTED, TaskPlan, transactional_id
 
 
@@ -204,7 +204,7 @@ class Claim:
 
 def claim(settings: StreamSettings, group_metadata, partitions: list[int], committed: dict[int, CommittedOffset],
           slots: int = 0) -> Claim:
-    """Claim the pipeline for a new driver run, before its first write (streaming/sink_owner.py has why it is safe).
+    """Claim the pipeline for a new driver run, before its first write (streaming/owner.py has why it is safe).
 
     Read the owner record; write it with this run, the ids the runs before may have left writers
     of and this run's own; fence those ids, but for the family this run's own tasks fence before

@@ -9,7 +9,7 @@ facts about such a group shape the sink:
   `ClassicGroup.offsetExpirationCondition`). The sink therefore re-commits the offsets of
   partitions no batch has committed lately (`OffsetKeeper`, below), and a query without a
   checkpoint refuses to guess where a partition that holds data but has no offset left off
-  (`streaming/starting_offsets.py`).
+  (`streaming/source/starting_offsets.py`).
 - **Each commit says who made it.** Its metadata (`offset_tag`) names the scope, the input's
   partition count and a token of the attempt: a retry whose commit call failed tells by the token
   whether that commit landed, and a partition added after the last commit is told from one whose
@@ -21,7 +21,7 @@ facts about such a group shape the sink:
   (`run=<token>`), and a slot scope commit its slot and the slot count (`slot=<k>/<G>`), so that a
   driver knows which slot each partition was last committed by. Which transactional ids a run
   may have left writers of, and which run may write now, is the owner record's
-  (`streaming/sink_owner.py`), not the tag's: a tag is only as old as its partition's last commit.
+  (`streaming/owner.py`), not the tag's: a tag is only as old as its partition's last commit.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ COMMITTED_CALL_S = 5.0
 SCOPES = ("partition", "slot", "batch")
 # Kafka's own default for offsets.retention.minutes (7 days), assumed when the brokers cannot be asked.
 KAFKA_DEFAULT_OFFSETS_RETENTION_MINUTES = 10080
-_SINK_LOG = logging.getLogger("eosbench.sink")  # the sink's log (sink_task.py gives it its handler)
+_SINK_LOG = logging.getLogger("eosbench.sink")  # the sink's log (streaming/sink/task.py gives it its handler)
 
 
 class SinkPreconditionError(SettingsError):
@@ -189,7 +189,7 @@ def _refused_lookup(consumer):
 def auto_scope(committed: dict[int, CommittedOffset], group: str, realtime: bool, owner_scope: str | None = None,
                output_scope: str | None = None) -> tuple[str, str]:
     """`--txn-scope auto`: the scope to run and why, from the group's committed offsets, the scope of the run the owner
-    record names (`streaming/sink_owner.py`), and, for offsets no sink tagged, the scope of the newest records this
+    record names (`streaming/owner.py`), and, for offsets no sink tagged, the scope of the newest records this
     pipeline left in its output.
 
     A group keeps the scope that wrote its offsets, since the sink refuses the other scopes' groups,

@@ -1,7 +1,7 @@
 """What Spark planned for a micro-batch: the RDD its tasks run on, and the Kafka offset range of each Spark partition.
 
 Read on the driver from the batch's own RDD lineage, before any task runs: partition scope's
-split guard checks it, and slot scope's map is read from it (streaming/eos_sink.py). Spark's
+split guard checks it, and slot scope's map is read from it (streaming/sink/driver.py). Spark's
 Kafka source plans a KafkaBatchInputPartition per range; the grouped source a SlotInputPartition
 per slot, several whole ranges each.
 """

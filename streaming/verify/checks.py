@@ -1,7 +1,7 @@
 """The exactly-once verifier's arithmetic: every check of docs/design.md's "What the verifier judges", over integers.
 
 Only integers are kept (sequence numbers, partitions, offsets), in numpy arrays, so millions of
-records fit in a few tens of megabytes; payloads are never held (streaming/topic_index.py reads
+records fit in a few tens of megabytes; payloads are never held (streaming/verify/topic_index.py reads
 topics into them). Checks:
 
 - every committed input record is delivered exactly once: the multiset of (partition, offset)
@@ -9,7 +9,7 @@ topics into them). Checks:
   input's (partition, offset) (no duplicate, no loss), and nothing delivered names an offset
   the input does not hold, or another topic than the input (unexpected);
 - each delivery carries what `process` makes of its source (by 63-bit digests,
-  streaming/topic_index.py): an output record's value must be `process(input value)`
+  streaming/verify/topic_index.py): an output record's value must be `process(input value)`
   (`wrong_value` otherwise, a poison source's included), and a dead-lettered record's source
   must be one `process` refuses (`wrongly_dead_lettered` otherwise). Output and dead letters are
   judged apart, so a good record sent to the dead letters fails the run. A tombstone is data:
@@ -39,7 +39,7 @@ topics into them). Checks:
 - the output and the dead letters are judged from each partition's log start too: where
   retention (or compaction) deleted deliveries no read saw, a committed input record whose
   delivery the deletion explains is counted as `output_deleted`, not `lost`, and a transaction
-  it cut as `transactions_output_deleted`, not `torn` (no violation; streaming/output_deleted.py
+  it cut as `transactions_output_deleted`, not `torn` (no violation; streaming/verify/deleted.py
   says when a deletion explains them, and when not). No transaction is judged on a compacted
   output or dead-letter topic;
 - `match_by="key"` judges a pipeline whose output carries no eos headers (Kafka's own
@@ -56,8 +56,8 @@ topics into them). Checks:
   it has nothing to copy and no commit to move its group past them (what lies between is
   aborted records and markers only, which the copier rightly skips).
 
-`streaming.verify` reads the topics, the offsets and the hanging transactions, and assembles the
-report; the soak's `streaming.live_ledger`
+`streaming.verify.verifier` reads the topics, the offsets and the hanging transactions, and assembles the
+report; the soak's `streaming.verify.live_ledger`
 keeps a running account held equal to `judge_records`.
 """
 
@@ -69,9 +69,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from conf.stream_settings import StreamSettings
-from streaming.output_deleted import (Trims, belongs, below_horizons, cut_records, displaced_by_compaction,
+from streaming.verify.deleted import (Trims, belongs, below_horizons, cut_records, displaced_by_compaction,
                                       survivors)
-from streaming.topic_index import FOREIGN_SOURCE, POISON_DIGEST, UNKNOWN_DIGEST, TopicIndex, _bounds
+from streaming.verify.topic_index import FOREIGN_SOURCE, POISON_DIGEST, UNKNOWN_DIGEST, TopicIndex, _bounds
 
 SAMPLE = 10  # ids quoted per violation in the report
 DEFAULT_PROCESS = StreamSettings.model_fields["process"].default  # what `eosbench stream` runs without --process

@@ -1,6 +1,6 @@
 """The exactly-once verifier: reads the input, the output and the dead letters, and reports.
 
-The checks are `streaming.verify_checks`' arithmetic over integers (streaming/topic_index.py
+The checks are `streaming.verify.checks`' arithmetic over integers (streaming/verify/topic_index.py
 reads topics into them); this module reads the topics, bounds a live run, and adds what only
 the cluster can tell: that no transaction is left hanging (last stable offset = end offset on
 every partition of the input, the output and the dead-letter topic), and where the sink group's
@@ -22,7 +22,7 @@ records names a source below the group's offsets (it committed them, and the wai
 markers written). An output transaction still open after `stable_timeout_s` is reported as
 hanging. A live verify can read through an `IncrementalIndexes`, which fetches only the records
 after those it already holds. The soak verifies again and again, so for output with eos headers
-it uses `streaming.live_ledger` instead, which also judges only the new records;
+it uses `streaming.verify.live_ledger` instead, which also judges only the new records;
 `judge_records` is the arithmetic that ledger is held equal to.
 """
 
@@ -37,10 +37,10 @@ from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.watermarks import watermark_offsets
 from streaming.process import TRANSFORMS
-from streaming.sink_group import read_committed_offsets
+from streaming.group import read_committed_offsets
 # TopicIndex is named here too for the callers that read indexes through this module.
-from streaming.topic_index import IncrementalIndexes, TopicIndex, read_index, topic_reader  # noqa: F401
-from streaming.verify_checks import (DEFAULT_PROCESS, VerifyReport, _conclude, committed_floors,
+from streaming.verify.topic_index import IncrementalIndexes, TopicIndex, read_index, topic_reader  # noqa: F401
+from streaming.verify.checks import (DEFAULT_PROCESS, VerifyReport, _conclude, committed_floors,
                                      group_offset_mismatches, judge_records, sources_by_key)
 
 

@@ -9,7 +9,7 @@ import java.util.TreeSet;
 import org.apache.kafka.common.TopicPartition;
 
 /**
- * Slot scope's map, the same function as slot_groups in streaming/slot_map.py (a test pins both
+ * Slot scope's map, the same function as slot_groups in streaming/sink/slots.py (a test pins both
  * to one table): the slot of each Kafka partition and each slot's executor. The grouped source
  * plans with it, so that its Spark partition k is exactly the sink's slot k.
  */
@@ -42,7 +42,7 @@ public final class SlotMap {
 
     /**
      * Slot of each partition, given each partition's preferred executor ("" for none); see
-     * slot_groups in streaming/slot_map.py for why the executors own slots k with k mod L = rank.
+     * slot_groups in streaming/sink/slots.py for why the executors own slots k with k mod L = rank.
      */
     public static int[] slotOf(int[] partitions, String[] locations, int slots) {
         TreeSet<String> placeSet = new TreeSet<>();

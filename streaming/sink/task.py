@@ -7,7 +7,7 @@ batch ends at offset `end` (exclusive):
           which fences every older producer of T(p) and aborts its open transaction.
   Step 2. Read c, the group's committed offset of p, stable with respect to pending
           transactions (read_committed makes librdkafka ask for stable offsets). After a new
-          producer's init, stop unless the owner record names this driver run (streaming/sink_owner.py).
+          producer's init, stop unless the owner record names this driver run (streaming/owner.py).
   Step 3. S' = {r in S : r.offset >= c}. If S' is empty this is a replay of committed work:
           count it as skipped_replay and stop.
   Step 4. begin_transaction; [pre-register]; produce process(S') (poison records to the dead-letter
@@ -30,10 +30,10 @@ offsets of partitions no batch committed lately, so that none expires (`OffsetKe
 
 This module holds what runs in the tasks (and in the driver's own transactions): one
 transaction (`run_transaction`), the partition-scope task and its guards. Beside it:
-`streaming/task_plan.py`, the TaskPlan shipped to the tasks; `streaming/sink_clients.py`, the
-clients of Steps 1, 2 and 5 cached per Python worker; `streaming/transaction_size.py`, how many
+`streaming/task_plan.py`, the TaskPlan shipped to the tasks; `streaming/sink/clients.py`, the
+clients of Steps 1, 2 and 5 cached per Python worker; `streaming/sink/sizing.py`, how many
 records one transaction may take. The driver side, which plans batches and runs the tasks, is
-`streaming/eos_sink.py`.
+`streaming/sink/driver.py`.
 """
 
 from __future__ import annotations
@@ -48,13 +48,13 @@ import numpy as np
 from conf.client_config import connection_of
 from conf.failures import AuthorizationFailure, authorization_error_name, authorization_failure, unauthorized_topic
 from conf.headers import IN_TS_HEADER, SRC_HEADER, transaction_identity, txn_header
-from streaming import sink_clients as clients
-from streaming import transaction_size as sizing
-from streaming.in_flight import in_flight
+from streaming.sink import clients
+from streaming.sink import sizing
+from streaming.sink.in_flight import in_flight
 from streaming.process import POISON, TRANSFORMS, Poison, SourceSlice, arrow_columns
-from streaming.sink_group import OffsetsHeldOpen, SinkPreconditionError, check_scope, new_commit_token, offset_tag
-from streaming.sink_guards import check_no_skip, check_replay_has_its_offsets
-from streaming.sink_owner import check_owner
+from streaming.group import OffsetsHeldOpen, SinkPreconditionError, check_scope, new_commit_token, offset_tag
+from streaming.sink.guards import check_no_skip, check_replay_has_its_offsets
+from streaming.owner import check_owner
 from streaming.stats import PHASES, latency_histogram, stats_arrow_schema
 from streaming.task_plan import SinkTaskFailed, TaskPlan, slot_transactional_id, transactional_id
 

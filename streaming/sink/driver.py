@@ -2,7 +2,7 @@
 
 `TransactionalSink` is the foreachBatch function. For each micro-batch it builds the TaskPlan
 from the query's offset log, checks that partition scope gets one Spark partition per Kafka
-partition with new offsets, runs the tasks (`streaming/sink_task.py`, which holds the protocol's
+partition with new offsets, runs the tasks (`streaming/sink/task.py`, which holds the protocol's
 steps, the producer cache and one transaction), merges their stats, commits the group's offsets
 over slices that held only aborted records, and in batch scope runs the one transaction itself.
 Between batches its `OffsetKeeper` re-commits offsets no batch committed lately.
@@ -28,9 +28,9 @@ slot's id in place of the partition's:
   T(j) reads c.
 - **A writer of an older driver run.** A restart can change G, and the writers of the run that
   died are no later attempt's. Before its query starts, the driver claims the pipeline
-  (`streaming/sink_start.py: claim`): it writes its run into the owner record, then fences every
+  (`streaming/sink/start.py: claim`): it writes its run into the owner record, then fences every
   slot id the record says a run may have used; every writer reads the record after its
-  producer's init and stops unless it names its own run (`streaming/sink_owner.py`).
+  producer's init and stops unless it names its own run (`streaming/owner.py`).
 """
 
 from __future__ import annotations
@@ -45,18 +45,18 @@ from dataclasses import replace
 
 from conf.failures import AuthorizationFailure, java_authorization_failure
 from conf.stream_settings import StreamSettings
-from streaming import sink_clients as clients
-from streaming.batch_ranges import batch_rdd, planned_ranges, planned_ranges_and_locations, planned_slots
-from streaming.checkpoint import CheckpointLog
-from streaming.interruption import stop_kept_short
-from streaming.output_evidence import settle_timeout_s
+from streaming.sink import clients
+from streaming.source.batch_ranges import batch_rdd, planned_ranges, planned_ranges_and_locations, planned_slots
+from streaming.source.checkpoint import CheckpointLog
+from streaming.sink.interruption import stop_kept_short
+from streaming.verify.evidence import settle_timeout_s
 from streaming.process import arrow_columns, source_columns
-from streaming.sink_clients import group_offsets_of
-from streaming.sink_group import OffsetKeeper, SinkPreconditionError, offsets_retention_minutes
-from streaming.sink_start import checked_group, claim, driver_plan, partition_recommits
-from streaming.sink_task import SINK_LOG, partition_task, run_transaction, slot_task
-from streaming.slot_map import grouped_slot_map, partitions_changing_slot, settle_slot_count, slot_groups, slot_map
-from streaming.starting_offsets import replay_written_again
+from streaming.sink.clients import group_offsets_of
+from streaming.group import OffsetKeeper, SinkPreconditionError, offsets_retention_minutes
+from streaming.sink.start import checked_group, claim, driver_plan, partition_recommits
+from streaming.sink.task import SINK_LOG, partition_task, run_transaction, slot_task
+from streaming.sink.slots import grouped_slot_map, partitions_changing_slot, settle_slot_count, slot_groups, slot_map
+from streaming.source.starting_offsets import replay_written_again
 from streaming.stats import STATS_SCHEMA, BatchStats, writers_of
 from streaming.task_plan import KEEP_COMMITTED, ExactlyOnceViolation, TaskPlan, slot_transactional_id, transactional_id
 

@@ -13,7 +13,7 @@ from bisect import bisect_left
 from dataclasses import fields, replace
 
 from streaming.process import SourceSlice
-from streaming.sink_group import CommittedOffset
+from streaming.group import CommittedOffset
 from streaming.task_plan import KEEP_COMMITTED, TaskPlan
 
 # A transaction must commit within transaction.timeout.ms, or the coordinator aborts it and every

@@ -1,12 +1,12 @@
 """Slot scope's map, read on the driver: how many slots, which input partitions each holds, and when the ids are fenced.
 
 The driver side that uses it, and the argument for why slot scope is exactly-once, is
-`streaming/eos_sink.py`; the slot's task is `streaming/sink_task.py`'s `slot_task`.
+`streaming/sink/driver.py`; the slot's task is `streaming/sink/task.py`'s `slot_task`.
 """
 
 from __future__ import annotations
 
-from streaming.sink_group import SinkPreconditionError
+from streaming.group import SinkPreconditionError
 from streaming.task_plan import TaskPlan
 
 

@@ -2,7 +2,7 @@
 
 In real-time mode one long task per input partition reads records as they arrive, and the
 trigger's interval is only how often Spark checkpoints (an epoch); foreachBatch does not run.
-The transactional sink is then a `foreach` writer, `streaming/jvm/RealTimeTransactionalWriter.java`,
+The transactional sink is then a `foreach` writer, `streaming/realtime/jvm/RealTimeTransactionalWriter.java`,
 which commits one transaction of partition p whenever its oldest unwritten record has waited
 `--commit-interval-ms`, and at each epoch's end.
 
@@ -179,9 +179,9 @@ def prepared_writer(spark, settings: StreamSettings, checkpoint) -> RealTimeWrit
     `checkpoint` is the query's CheckpointLog: a query resumed on it must find the group's
     offsets it replays against (`check_resume`).
     """
-    from streaming.sink_start import checked_group, claim
-    from streaming.sink_group import SinkPreconditionError
-    from streaming.slot_map import default_slots
+    from streaming.sink.start import checked_group, claim
+    from streaming.group import SinkPreconditionError
+    from streaming.sink.slots import default_slots
 
     group_metadata = committed = None
     if settings.sink == "kafka-eos":
@@ -217,9 +217,9 @@ def check_resume(settings: StreamSettings, checkpoint, committed: dict) -> None:
     nothing here (an epoch may end in aborted records after the last commit), so, as for a
     micro-batch query's first batch, the output is the evidence (`replay_written_again`).
     """
-    from streaming.output_evidence import settle_timeout_s
-    from streaming.sink_group import SinkPreconditionError
-    from streaming.starting_offsets import replay_written_again
+    from streaming.verify.evidence import settle_timeout_s
+    from streaming.group import SinkPreconditionError
+    from streaming.source.starting_offsets import replay_written_again
 
     topic = settings.input_topic
     resumed = checkpoint.resumed_batch(topic)
@@ -239,7 +239,7 @@ def check_resume(settings: StreamSettings, checkpoint, committed: dict) -> None:
 
 
 class RealTimeOffsets:
-    """Real-time mode's group offsets on the driver: the offset keeper's sink (`streaming/sink_group.py`).
+    """Real-time mode's group offsets on the driver: the offset keeper's sink (`streaming/group.py`).
 
     The writer's tasks commit on the executors, so the driver learns which partitions committed
     from the commit tokens in the group's offset metadata, and re-commits an idle partition's
@@ -249,11 +249,11 @@ class RealTimeOffsets:
     """
 
     def __init__(self, settings: StreamSettings, group_metadata, partitions: list[int], claim):
-        from streaming.sink_start import driver_plan
-        from streaming.sink_group import OffsetKeeper, offsets_retention_minutes
+        from streaming.sink.start import driver_plan
+        from streaming.group import OffsetKeeper, offsets_retention_minutes
 
         self.settings = settings
-        self.claim = claim  # the driver run's claim of the pipeline (streaming/sink_start.py), which the keeper renews
+        self.claim = claim  # the driver run's claim of the pipeline (streaming/sink/start.py), which the keeper renews
         self.lock = threading.Lock()  # the keeper's; no batch runs on the driver in this mode
         self._partitions = partitions
         self._plan = driver_plan(settings, group_metadata, partitions, run=claim.run)
@@ -265,14 +265,14 @@ class RealTimeOffsets:
 
     def commit_tokens(self) -> dict[int, str | None]:
         """Each partition's commit token in the group's offset metadata (None: no sink commit)."""
-        from streaming.sink_clients import group_offsets_of
+        from streaming.sink.clients import group_offsets_of
 
         committed = group_offsets_of(self._plan, self.settings.input_topic, self._partitions)
         return {p: c.token for p, c in committed.items()}
 
     def recommit(self, partitions: list[int]) -> list[int]:
         """Re-commit these partitions' offsets unchanged, each with T(p) (the keeper's refresh)."""
-        from streaming.sink_start import recommit_partitions
+        from streaming.sink.start import recommit_partitions
 
         return recommit_partitions(self._plan, self.settings.input_topic, partitions)
 

@@ -5,7 +5,7 @@ soak's rounds grow with its topics: in the cluster soak 3468dc17 the verify took
 million records and 2 minutes at 5 million. `LiveLedger` keeps what the checks need of the past
 instead of the records:
 - for each input partition, the sequence number at each committed offset, and the digest of
-  what `process` makes of its value (streaming/topic_index.py);
+  what `process` makes of its value (streaming/verify/topic_index.py);
 - for each input partition, which offsets some record has been delivered for, and how often a
   judged record has been delivered for each;
 - the deliveries not judged yet (their source lies above the stable offsets read), and those
@@ -32,7 +32,7 @@ the arrays are counted in a dict, which holds only such deliveries. Lost records
 start are dropped; a log start that moves up later does not undo the judgements made before.
 
 Output that retention deleted before a round read it is told from lost output as the final
-verify tells it (streaming/output_deleted.py), from the records read after the gap: the split
+verify tells it (streaming/verify/deleted.py), from the records read after the gap: the split
 of the losses into `lost` and `output_deleted`, and of short transactions into `torn` and
 `transactions_output_deleted`, is made at every report, so a loss counted in one round moves to
 `output_deleted` once a later round finds the trim that explains it (or back, while a trimmed
@@ -49,11 +49,11 @@ import numpy as np
 from confluent_kafka import KafkaException
 
 from conf.client_config import Connection
-from streaming.output_deleted import Trims, below_horizons, lowest_sources, transaction_cut
+from streaming.verify.deleted import Trims, below_horizons, lowest_sources, transaction_cut
 from streaming.process import TRANSFORMS
-from streaming.topic_index import UNKNOWN_DIGEST, TopicIndex, _bounds, read_index
-from streaming.verify import live_bounds
-from streaming.verify_checks import (DEFAULT_PROCESS, SAMPLE, VerifyReport, _below, _conclude, _members,
+from streaming.verify.topic_index import UNKNOWN_DIGEST, TopicIndex, _bounds, read_index
+from streaming.verify.verifier import live_bounds
+from streaming.verify.checks import (DEFAULT_PROCESS, SAMPLE, VerifyReport, _below, _conclude, _members,
                                      claimed_digests, deleted_sources, judgeable, named_sources, reordered_pairs,
                                      value_mismatches)
 

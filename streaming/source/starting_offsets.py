@@ -4,7 +4,7 @@ A query with a checkpoint resumes from it and Spark ignores `startingOffsets`. W
 first run, or a lost checkpoint), the transactional sink's Step 3 filters each slice by the
 group's committed offsets, so a restart from any start is exact as long as every partition the
 sink ever wrote has its offset. A partition that holds records but has no offset is the
-dangerous case: its offset expired (the sink's group has no members, `streaming/sink_group.py`)
+dangerous case: its offset expired (the sink's group has no members, `streaming/group.py`)
 or was deleted, Step 3 keeps every record, and every retained record would be written twice.
 
 So, once the output or the dead-letter topic has ever been written, such a partition is refused
@@ -18,7 +18,7 @@ The way back is `--starting-offsets output`: each input partition starts after t
 its group offset, if it has one and it is higher). An input record that left no output was either
 aborted (invisible read_committed) or dead-lettered (found there), so reading it again writes
 nothing twice. What the topics can prove, and where that read refuses (an open transaction, a
-compacted or trimmed topic), is `streaming/output_evidence.py`; once the output was written, a
+compacted or trimmed topic), is `streaming/verify/evidence.py`; once the output was written, a
 partition that holds records but has neither an offset nor a delivered record is refused rather
 than read from its start.
 """
@@ -31,8 +31,8 @@ from collections.abc import Callable
 from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.watermarks import watermark_offsets
-from streaming.output_evidence import Evidence, read_evidence
-from streaming.sink_group import CommittedOffset, SinkPreconditionError, read_committed_offsets
+from streaming.verify.evidence import Evidence, read_evidence
+from streaming.group import CommittedOffset, SinkPreconditionError, read_committed_offsets
 
 # startingOffsets' JSON for "the partition's earliest offset".
 EARLIEST = -2
@@ -70,7 +70,7 @@ def resolve_starting_offsets(bootstrap: str | Connection, mode: str, group: str,
 
     `mode` is --starting-offsets; `group` is the sink's group, which is also the pipeline its
     records name; `written_topics` are the output and the dead-letter topic; `settle_timeout_s`
-    bounds the wait for their open transactions (streaming/output_evidence.py). Returns
+    bounds the wait for their open transactions (streaming/verify/evidence.py). Returns
     "earliest" or "latest", or JSON offsets for `group` and `output`.
     """
     if mode == "latest":
@@ -137,7 +137,7 @@ def replay_written_again(bootstrap: str | Connection, topic: str, written_topics
     offset is no evidence of expiry by itself: the run that died may have committed nothing for
     it, or (real-time mode) committed only up to its last record before aborted ones. The output
     is the evidence: if it holds a record of the partition at or after the start, or may have
-    lost one (streaming/output_evidence.py), the slice was committed, and Step 3, with no offset
+    lost one (streaming/verify/evidence.py), the slice was committed, and Step 3, with no offset
     to filter by, would write it again. A first run that wrote nothing costs no read.
     """
     below = [p for p, start in start_offsets.items() if committed.get(p, CommittedOffset(-1, None)).offset < start]

@@ -194,7 +194,7 @@ final class GroupedKafkaMicroBatchStream implements MicroBatchStream, SupportsAd
     /**
      * The query's first offsets, kept in &lt;checkpoint&gt;/sources/0/0 as Spark's
      * KafkaSourceInitialOffsetWriter keeps them (a NUL byte, "v1", a newline, the JSON): a query
-     * restarted before its first batch starts where it meant to, and streaming/checkpoint.py reads them.
+     * restarted before its first batch starts where it meant to, and streaming/source/checkpoint.py reads them.
      */
     @Override
     public synchronized Offset initialOffset() {

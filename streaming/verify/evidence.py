@@ -2,8 +2,8 @@
 
 Three starts read this evidence when the group's offsets cannot be trusted: `--starting-offsets
 output` (each partition resumes after the last record delivered from it), a first micro-batch
-run again after a restart whose group offsets are gone (`streaming/eos_sink.py`), and a real-time
-query resumed likewise (`streaming/realtime.py`). Each asks, per input partition, for the offset
+run again after a restart whose group offsets are gone (`streaming/sink/driver.py`), and a real-time
+query resumed likewise (`streaming/realtime/writer.py`). Each asks, per input partition, for the offset
 after the highest input record that this pipeline delivered. The answer is only as good as what
 the topics still hold, so the read refuses, in one line, wherever it could be too low:
 
@@ -28,7 +28,7 @@ the topics still hold, so the read refuses, in one line, wherever it could be to
 
 The same read tells which transactional ids wrote those records (`eos.txn` names the partition,
 the slot or the batch scope each transaction covered), for a driver that must fence them and has
-neither an owner record nor tagged offsets to ask (`streaming/sink_owner.py`).
+neither an owner record nor tagged offsets to ask (`streaming/owner.py`).
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 from conf.client_config import Connection
 from conf.headers import BATCH_SCOPE_PARTITION, SRC_HEADER, TXN_HEADER, txn_covered, txn_pipeline
 from conf.stream_settings import StreamSettings
-from streaming.sink_group import SinkPreconditionError
-from streaming.sink_owner import Writers
-from streaming.topic_index import records_to_end, source_position, topic_reader
-from streaming.verify import compacted_topics, wait_until_stable
+from streaming.group import SinkPreconditionError
+from streaming.owner import Writers
+from streaming.verify.topic_index import records_to_end, source_position, topic_reader
+from streaming.verify.verifier import compacted_topics, wait_until_stable
 
 PROGRESS_EVERY_S = 5.0
 # Past this run's own transaction timeout, how long an open transaction may still take to end: the

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from conf.stream_settings import StreamSettings
 from conf.headers import IN_TS_HEADER, SRC_HEADER
-from streaming.interruption import stop_kept_short
+from streaming.sink.interruption import stop_kept_short
 from streaming.process import POISON, TRANSFORMS, arrow_columns, source_columns
 from streaming.stats import BatchStats
 

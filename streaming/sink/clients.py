@@ -1,4 +1,4 @@
-"""The transactional sink's Kafka clients on one Python worker: Steps 1, 2 and 5 of `streaming/sink_task.py`.
+"""The transactional sink's Kafka clients on one Python worker: Steps 1, 2 and 5 of `streaming/sink/task.py`.
 
 Step 1's producer cache (a new producer's `init_transactions` fences its predecessors), Step 2's
 readers of the group's committed offsets and of the owner record, a `send_offsets_to_transaction` bounded where
@@ -18,8 +18,8 @@ from conf.client_config import connection_of
 from conf.client_log import CLIENT_LOG
 from conf.failures import AuthorizationFailure, authorization_error_name, authorization_failure
 from conf.watermarks import END_FETCH_WAIT_MS
-from streaming.sink_group import CommittedOffset, read_committed_offsets
-from streaming.sink_owner import Owner, owner_group, read_owner
+from streaming.group import CommittedOffset, read_committed_offsets
+from streaming.owner import Owner, owner_group, read_owner
 from streaming.task_plan import TaskPlan
 
 # Per Python worker: Spark reuses workers across tasks, so producers and consumers live on. They
@@ -77,7 +77,7 @@ def cached_producer(plan: TaskPlan, key: tuple, timings: dict[str, float]):
     if producer is None:
         started = time.perf_counter()
         if plan.sink_client == "kafka-python":
-            from streaming.preregister import PreRegisteringProducer
+            from streaming.sink.preregister import PreRegisteringProducer
 
             producer = PreRegisteringProducer(plan.producer_config, txn_id, plan.app_id)
         else:

@@ -13,7 +13,7 @@ import org.apache.spark.sql.connector.read.InputPartition;
 /**
  * One Spark input partition of the grouped source: slot k of G, the whole ranges of the Kafka
  * partitions the slot map gives it in this batch, and the executor that owns the slot. The getters
- * are public so that the sink reads the batch's map from the RDD (streaming/batch_ranges.py).
+ * are public so that the sink reads the batch's map from the RDD (streaming/source/batch_ranges.py).
  */
 public final class SlotInputPartition implements InputPartition {
     private static final long serialVersionUID = 1L;

@@ -102,7 +102,7 @@ class VisibilityObserver:
         """Start the reader process on the topics' current ends; return once it is positioned."""
         # Its own import path is the driver's: under spark-submit the job's modules come from --py-files.
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
-        self._reader = subprocess.Popen([sys.executable, "-m", "streaming.visibility"], stdin=subprocess.PIPE,
+        self._reader = subprocess.Popen([sys.executable, "-m", "streaming.verify.visibility"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True, env=environment)
         # The settings go through the pipe, not the command line, which any user of the machine can read.
         self._reader.stdin.write(json.dumps({"config": self.connection.librdkafka(), "topics": self.topics}) + "\n")

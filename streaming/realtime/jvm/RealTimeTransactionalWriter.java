@@ -40,12 +40,12 @@ import org.apache.spark.util.AccumulatorV2;
  * The transactional sink of real-time mode: one task per input partition p, one transaction per
  * commit interval, each committing the group offset of p with the records it wrote.
  *
- * <p>Per task (streaming/realtime.py has the whole argument):
+ * <p>Per task (streaming/realtime/writer.py has the whole argument):
  * <ol>
  *   <li>At p's first record, take the producer of T(p) = {@code <app-id>.<topic>.<p>}; a new one
  *       calls initTransactions, which fences every older producer of T(p) and aborts its open
  *       transaction (or completes one whose commit was already decided), then stops the writer
- *       unless the pipeline's owner record names its driver run (streaming/sink_owner.py).
+ *       unless the pipeline's owner record names its driver run (streaming/owner.py).
  *   <li>Read c, the group's committed offset of p; with no older producer left, it is stable.
  *   <li>Drop every record below c: Spark replays an epoch from its start after a failure, and
  *       those records are already committed.
@@ -62,7 +62,7 @@ import org.apache.spark.util.AccumulatorV2;
 public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
     private static final long serialVersionUID = 1L;
     private static final String SCOPE_TAG = "eosbench txn-scope=partition;partitions=%d;token=%016x;%s";
-    // The run an owner record names (streaming/sink_owner.py), read from the record's start.
+    // The run an owner record names (streaming/owner.py), read from the record's start.
     private static final String OWNER_GROUP_SUFFIX = ".owner";
     private static final Pattern OWNER_RUN = Pattern.compile("eosbench owner run=([0-9a-f]{16});");
     private static final long TIMER_PERIOD_MS = 5;
@@ -243,7 +243,7 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
      * held open then get a new producer at once, whose initTransactions fences that attempt and
      * aborts its transaction, and the read again, with the usual wait. Without it the read waited
      * out its 60 s before the producer's next call found itself fenced (the Python sink's Step 2
-     * does the same, streaming/sink_task.py).
+     * does the same, streaming/sink/task.py).
      */
     private void settle() {
         boolean reused = false;
@@ -289,7 +289,7 @@ public final class RealTimeTransactionalWriter extends ForeachWriter<Row> {
 
     /**
      * Stop unless the pipeline's owner record names this writer's run: a writer of an older driver run whose
-     * producer was made after the new run's claim fenced the ids stops here (streaming/sink_owner.py).
+     * producer was made after the new run's claim fenced the ids stops here (streaming/owner.py).
      */
     private void checkOwner() {
         if (run.isEmpty()) {

@@ -7,7 +7,7 @@ the partition in a batch, and another scope's ids after a change of scope. A wri
 run (an executor that outlived its driver, frozen or cut off) holds one of them, and a fence
 (`init_transactions` on the id) reaches only the producers that exist when it runs: a producer
 made after it is fenced by nothing. So a driver claims the pipeline before it writes anything
-(`streaming/sink_start.py: claim`):
+(`streaming/sink/start.py: claim`):
 
 1. it reads the owner record, which names the run before it and the ids that run, and any run
    whose claim did not finish, may have left writers of;
@@ -36,12 +36,12 @@ import re
 from dataclasses import dataclass
 
 from conf.failures import authorization_failure
-from streaming.sink_group import SCOPES, CommittedOffset, SinkPreconditionError, committed_topic_partitions
+from streaming.group import SCOPES, CommittedOffset, SinkPreconditionError, committed_topic_partitions
 from streaming.task_plan import slot_transactional_id, transactional_id
 
 OWNER_GROUP_SUFFIX = ".owner"
 _PREFIX = "eosbench owner "
-# Each field ends in `;`, as the offset tags' do (streaming/sink_group.py: metadata may come back with stray bytes).
+# Each field ends in `;`, as the offset tags' do (streaming/group.py: metadata may come back with stray bytes).
 _OWNER_TAG = re.compile(r"eosbench owner run=([0-9a-f]{16});scope=([a-z]+);partitions=(\d+);slots=(\d+);batch=([01]);")
 
 

@@ -116,10 +116,11 @@ def add_bench_parser(commands) -> None:
                             " kafka-eos+kafka-python, one client on both sides; kafka-eos+batch is --txn-scope batch,"
                             " kafka-eos+slot --txn-scope slot and kafka-eos+slot+input adds --output-partitioning"
                             " input (these three not in the default)")
-    spark.add_argument("--source", nargs="+", dest="sources", default=["spark"], choices=("spark", "grouped"),
+    spark.add_argument("--source", nargs="+", dest="sources", default=["spark"], choices=("spark", "grouped", "auto"),
                        help="the Kafka sources to read with: spark grouped runs every sink the grouped source can"
                             " run (not partition scope) again as <sink>@grouped beside Spark's source, in the drain,"
-                            " 1 s trigger and latency runs (default: spark)")
+                            " 1 s trigger and latency runs; auto runs every sink again as <sink>@auto, as the job's"
+                            " default chooses (default: spark)")
     spark.add_argument("--source-arm", type=source_arm, nargs="+", default=[], dest="source_arms",
                        metavar="LABEL:K=V[,K=V]",
                        help="run every sink again as <sink>@LABEL, its Spark Kafka source given these options over"
@@ -356,10 +357,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if "spark" not in args.sources:
             raise BadInput("--source: bench spark measures the grouped source beside Spark's; give --source spark"
                            " grouped")
-        if spark.GROUPED_ARM in labels:
-            raise BadInput(f"--source-arm {spark.GROUPED_ARM}: that label is --source grouped's arm; name it otherwise")
-        if "grouped" in args.sources:
-            args.source_arms.append((spark.GROUPED_ARM, ()))
+        for taken in set(spark.SOURCE_ARMS) & set(labels):
+            raise BadInput(f"--source-arm {taken}: that label is --source {taken}'s arm; name it otherwise")
+        args.source_arms += [(label, ()) for label in spark.SOURCE_ARMS if label in args.sources]
 
         reports = [spark.run(bootstrap, args.records, partitions, args.max_offsets_per_trigger, args.rounds,
                              args.latency_seconds, args.sinks, args.results_dir, args.trigger_seconds, args.master,

@@ -75,8 +75,11 @@ VARIANTS = {
     "kafka-eos+slot+input": {"sink": "kafka-eos", "txn_scope": "slot", "output_partitioning": "input"},
 }
 # The arm of `--source grouped`: every sink again on the grouped source, as <sink>@grouped, beside
-# itself on Spark's (its source options are the job's own, as the plain variants').
+# itself on Spark's (its source options are the job's own, as the plain variants'). The arm of
+# `--source auto` runs every sink as the job's default does, so the default is timed beside both.
 GROUPED_ARM = "grouped"
+AUTO_ARM = "auto"
+SOURCE_ARMS = (GROUPED_ARM, AUTO_ARM)
 
 
 def arm_variants(variants: list[str], arms: dict[str, tuple[str, ...]]) -> list[str]:
@@ -94,8 +97,8 @@ def runs_on_arm(variant: str, label: str) -> bool:
 def variant_fields(variant: str, arms: dict[str, tuple[str, ...]]) -> dict:
     """The StreamSettings fields of a variant: its sink's, and its arm's --source-options (or the grouped source)."""
     sink, _, label = variant.partition(ARM)
-    if label == GROUPED_ARM:
-        return {**VARIANTS[sink], "source": "grouped"}
+    if label in SOURCE_ARMS:
+        return {**VARIANTS[sink], "source": label}
     return {**VARIANTS[sink], "source": "spark", **({"source_options": arms[label]} if label else {})}
 
 
@@ -388,8 +391,8 @@ def _print(report: dict, path: Path) -> None:
               f" each variant / kafka-consumer-perf-test: {shares}")
     for label, options in report.get("source_arms", {}).items():
         defaults = " ".join(f"{name}={value}" for name, value in SOURCE_OPTION_DEFAULTS.items())
-        what = "the grouped source (--source grouped), the job's own options" if label == GROUPED_ARM \
-            else " ".join(options)
+        what = {GROUPED_ARM: "the grouped source (--source grouped), the job's own options",
+                AUTO_ARM: "the job's default (--source auto), the job's own options"}.get(label, " ".join(options))
         print(f"source arm @{label}: {what}; the arms without @ have the job's own ({defaults})")
     medians = report["median_records_per_sec"]
     for variant in [v for v in medians if v.startswith("kafka-eos") and medians.get("kafka-alo" + arm_of(v))]:

@@ -93,6 +93,16 @@ def test_bench_spark_runs_every_sink_the_grouped_source_can_run_again_on_it():
     assert settings(**bench.variant_fields("kafka-eos+slot", arms)).source == "spark"
 
 
+def test_bench_spark_times_the_default_beside_both_sources_on_every_sink():
+    arms = {bench.GROUPED_ARM: (), bench.AUTO_ARM: ()}
+    assert bench.arm_variants(["kafka-eos", "kafka-eos+slot"], arms) == [
+        "kafka-eos", "kafka-eos+slot", "kafka-eos+slot@grouped", "kafka-eos@auto", "kafka-eos+slot@auto"]
+    default = settings(**bench.variant_fields("kafka-eos+slot@auto", arms))
+    assert (default.source, default.txn_scope) == ("auto", "slot")
+    assert build_parser().parse_args(["bench", "spark", "--source", "spark", "grouped", "auto"]).sources == [
+        "spark", "grouped", "auto"]
+
+
 def test_bench_spark_refuses_the_grouped_source_alone_and_an_arm_labelled_grouped():
     from eosbench.console.errors import EXIT_BAD_INPUT
     from tests.unit.test_cli_errors import assert_one_line_error, run_eosbench

@@ -143,25 +143,25 @@ def settings_from_args(args: argparse.Namespace) -> StreamSettings:
 # ----------------------------------------------------------------------------- source
 
 
-def starting_offsets(checkpoint, settings: StreamSettings) -> str:
+def starting_offsets(checkpoint, settings: StreamSettings, start=None) -> str:
     """The source's startingOffsets (`streaming/source/starting_offsets.py` says when the sink refuses one).
 
     Spark uses startingOffsets only for a query that has not started before: with the query's
-    initial offsets in the checkpoint, it resumes from the checkpoint and ignores them.
+    initial offsets in the checkpoint, it resumes from the checkpoint and ignores them. `start` is
+    the transactional sink's read of Kafka (streaming/sink/start.py); the other sinks have none.
     """
-    from streaming.verify.evidence import settle_timeout_s
     from streaming.source.starting_offsets import resolve_starting_offsets
 
     if checkpoint.initial_offsets():
         return "earliest"
-    if settings.sink != "kafka-eos":  # only the transactional sink keeps group offsets to resume from
+    if start is None:  # only the transactional sink keeps group offsets to resume from
         return "earliest" if settings.starting_offsets in ("group", "output") else settings.starting_offsets
-    return resolve_starting_offsets(settings.connection, settings.starting_offsets, settings.group_id,
-                                    settings.input_topic, [settings.output_topic, settings.dead_letter],
-                                    settle_timeout_s(settings), on_progress=lambda line: print(line, file=sys.stderr, flush=True))
+    return resolve_starting_offsets(settings.starting_offsets, settings.group_id, settings.input_topic,
+                                    [settings.output_topic, settings.dead_letter], start.committed, start.holding,
+                                    start.written, start.evidence)
 
 
-def source(spark, settings: StreamSettings, checkpoint):
+def source(spark, settings: StreamSettings, checkpoint, start=None):
     """The read_committed Kafka stream: Spark's source, or the grouped one with run's settled G, given the same options."""
     grouped = settings.source == "grouped"
     reader = (spark.readStream.format(GROUPED_SOURCE_FORMAT if grouped else "kafka")
@@ -171,7 +171,7 @@ def source(spark, settings: StreamSettings, checkpoint):
               .option("kafka.bootstrap.servers", settings.bootstrap_server)
               .option("subscribe", settings.input_topic)
               .option("kafka.isolation.level", "read_committed")
-              .option("startingOffsets", starting_offsets(checkpoint, settings))
+              .option("startingOffsets", starting_offsets(checkpoint, settings, start))
               .option("includeHeaders", "true"))
     if settings.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)
@@ -309,12 +309,15 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     from streaming.source.checkpoint import CheckpointLog
     from streaming.sink.driver import TransactionalSink
     from streaming.quiet_stop import stop_quietly
-    from streaming.sink.start import resolved_scope
     from streaming.sink.slots import settle_slot_count
+    from streaming.sink.start import read_start, resolved_scope
 
     summary = StreamSummary()
     mark = timeline.mark if timeline else lambda step, at=None: None
-    settings, scope_chosen = resolved_scope(settings)
+    # The transactional sink's start reads Kafka once; the scope, refusals, fences and starting offsets are decided
+    # from what it read (streaming/sink/start.py).
+    start = read_start(settings) if settings.sink == "kafka-eos" else None
+    settings, scope_chosen = resolved_scope(settings, start)
     settings, source_chosen = settings.chosen_source()
     settings = settle_slot_count(spark, settings)  # the source's G and the sink's are one reading
     summary.txn_scope = settings.txn_scope if settings.sink == "kafka-eos" else None
@@ -353,15 +356,15 @@ def run(spark, settings: StreamSettings, on_batch: Callable[[BatchStats], None] 
     if settings.realtime_interval is not None:
         from streaming.realtime.writer import EpochCounts, prepared_writer, write_stream
 
-        sink = prepared_writer(spark, settings, checkpoint)
+        sink = prepared_writer(spark, settings, checkpoint, start)
         mark("sink")
-        writer = write_stream(spark, source(spark, settings, checkpoint), settings, sink)
+        writer = write_stream(spark, source(spark, settings, checkpoint, start), settings, sink)
     else:
-        sink = {"kafka-eos": lambda: TransactionalSink(settings, spark, checkpoint, batch_done),
+        sink = {"kafka-eos": lambda: TransactionalSink(settings, spark, checkpoint, batch_done, start),
                 "kafka-alo": lambda: AtLeastOnceKafkaSink(settings, batch_done),
                 "delta": lambda: IdempotentDeltaSink(settings, batch_done)}[settings.sink]()
         mark("sink")
-        writer = source(spark, settings, checkpoint).writeStream.foreachBatch(sink)
+        writer = source(spark, settings, checkpoint, start).writeStream.foreachBatch(sink)
         writer = writer.trigger(availableNow=True) if settings.trigger == "available-now" \
             else writer.trigger(processingTime=settings.trigger)
     mark("source")

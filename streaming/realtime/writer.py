@@ -173,19 +173,21 @@ def write_stream(spark, df, settings: StreamSettings, writer: RealTimeWriter | N
     return stream
 
 
-def prepared_writer(spark, settings: StreamSettings, checkpoint) -> RealTimeWriter | None:
+def prepared_writer(spark, settings: StreamSettings, checkpoint, start=None) -> RealTimeWriter | None:
     """Check the preconditions (raising SinkPreconditionError), then the transactional writer; None for kafka-alo.
 
     `checkpoint` is the query's CheckpointLog: a query resumed on it must find the group's
-    offsets it replays against (`check_resume`).
+    offsets it replays against (`check_resume`). `start` is the transactional sink's read of
+    Kafka at the job's start (streaming/sink/start.py).
     """
-    from streaming.sink.start import checked_group, claim
     from streaming.group import SinkPreconditionError
     from streaming.sink.slots import default_slots
+    from streaming.sink.start import check_start, claim, read_start
 
-    group_metadata = committed = None
     if settings.sink == "kafka-eos":
-        group_metadata, partitions, committed = checked_group(settings)
+        start = start or read_start(settings)
+        check_start(settings, start)
+        partitions = start.partitions
     else:
         from confluent_kafka import Consumer
 
@@ -202,8 +204,8 @@ def prepared_writer(spark, settings: StreamSettings, checkpoint) -> RealTimeWrit
         raise SinkPreconditionError(problem)
     if settings.sink != "kafka-eos":
         return None
-    check_resume(settings, checkpoint, committed)
-    offsets = RealTimeOffsets(settings, group_metadata, partitions, claim(settings, group_metadata, partitions, committed))
+    check_resume(settings, checkpoint, start.committed)
+    offsets = RealTimeOffsets(settings, start.group_metadata, partitions, claim(settings, start))
     return RealTimeWriter(spark, settings, len(partitions), offsets)
 
 

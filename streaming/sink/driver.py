@@ -53,7 +53,7 @@ from streaming.verify.evidence import settle_timeout_s
 from streaming.process import arrow_columns, source_columns
 from streaming.sink.clients import group_offsets_of
 from streaming.group import OffsetKeeper, SinkPreconditionError, offsets_retention_minutes
-from streaming.sink.start import checked_group, claim, driver_plan, partition_recommits
+from streaming.sink.start import StartRead, check_start, claim, driver_plan, partition_recommits, read_start
 from streaming.sink.task import SINK_LOG, partition_task, run_transaction, slot_task
 from streaming.sink.slots import grouped_slot_map, partitions_changing_slot, settle_slot_count, slot_groups, slot_map
 from streaming.source.starting_offsets import replay_written_again
@@ -82,15 +82,18 @@ def _refusal_in(exc: Exception) -> Exception | None:
 class TransactionalSink:
     """The foreachBatch function: plans each batch on the driver, runs the tasks, merges stats."""
 
-    def __init__(self, settings: StreamSettings, spark, checkpoint: CheckpointLog, on_batch=None):
+    def __init__(self, settings: StreamSettings, spark, checkpoint: CheckpointLog, on_batch=None,
+                 start: StartRead | None = None):
         self.settings = settings
         self.spark = spark
         self.on_batch = on_batch
-        self.group_metadata, self._partitions, committed = checked_group(settings)
+        start = start or read_start(settings)  # the job's read of Kafka at its start, or one of the sink's own
+        check_start(settings, start)
+        self.group_metadata, self._partitions = start.group_metadata, start.partitions
         self.slots = settle_slot_count(spark, settings).txn_slots or 0  # G, in slot scope (job.run settled it)
         self.fault = os.environ.get("EOSBENCH_FAULT") or None
         self._check_speculation_off()
-        self.claim = claim(settings, self.group_metadata, self._partitions, committed, self.slots)
+        self.claim = claim(settings, start, self.slots)
         self.run = self.claim.run
         self.slots_fenced = self.claim.fenced.slots  # slot ids fenced by the driver, for the next batch's stats
         # Slot scope: each partition's slot, as (k, G), of its last commit since the last fence of every slot id. The

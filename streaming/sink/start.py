@@ -1,40 +1,103 @@
-"""What every transactional sink checks and builds on the driver before its query starts, in either mode.
+"""What every transactional sink reads, checks and builds on the driver before its query starts, in either mode.
 
-The member-less group metadata its transactions commit with, the input's partitions and their
-committed offsets (once the topics and the group's scope pass the checks), the driver run's claim
-of the pipeline (`claim`: the owner record and the fence, streaming/owner.py), and the plan
-of the driver's own transactions outside a batch (the offset keeper's). The micro-batch sink
-(streaming/sink/driver.py) and the real-time writer's driver side (streaming/realtime/writer.py) share them.
+A start is one read, then decisions (docs/design.md, "A start: one read, then decisions"):
+`read_start` reads the input's partitions, the group's committed offsets, the owner record, the
+output and dead-letter topics' partition counts, whether they were ever written, and the input
+partitions without an offset that hold records, with one member-less consumer of the group and one
+reader of the owner record; what the output's records prove (`Evidence`) is read only if a
+decision asks, and then once. Every decision is a function of that value: the scope `auto`
+chooses (`resolved_scope`), the refusals (`check_start`), the ids to fence (`writers_left`) and the
+starting offsets (streaming/source/starting_offsets.py). Then the driver run's claim of the
+pipeline (`claim`: the owner record and the fence, streaming/owner.py), and the plan of the
+driver's own transactions outside a batch (the offset keeper's). The micro-batch sink
+(streaming/sink/driver.py) and the real-time writer's driver side (streaming/realtime/writer.py)
+share them.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from conf.client_log import CLIENT_LOG
 from conf.failures import EnvironmentFailure
 from conf.stream_settings import StreamSettings
+from conf.watermarks import watermark_offsets
 from streaming.sink import clients
 from streaming.verify.evidence import Evidence, read_evidence, settle_timeout_s
 from streaming.group import (CommittedOffset, SinkPreconditionError, auto_scope, check_scope, new_run,
                                   read_committed_offsets)
 from streaming.owner import Owner, Writers, owner_group, read_owner, write_owner, writers_from_tags
 from streaming.sink.task import SINK_LOG, run_transaction
-from streaming.source.starting_offsets import ever_written
 from streaming.task_plan import KEEP_COMMITTED, TaskPlan, transactional_id
 
 
-def _check_dead_letter_topic(client, settings: StreamSettings) -> None:
-    """Refuse a sink whose dead-letter topic is missing or hidden, before any batch.
+@dataclass
+class StartRead:
+    """What a transactional sink's start reads of Kafka, once, before it decides anything (module docstring)."""
 
-    Its transactions write poison records there, and the brokers create no topic on demand, so
-    the first poison record would hold its transaction until the producer timed out. `eosbench
-    stream` creates the topic when the principal may; `spark-submit streaming/job.py` asks first.
-    """
-    found = client.list_topics(settings.dead_letter, timeout=30).topics.get(settings.dead_letter)
-    if found is None or found.error is not None:
+    group_metadata: object  # the member-less consumer's, shipped in every plan
+    partitions: list[int]  # the input's
+    committed: dict[int, CommittedOffset]  # the group's, with their tags
+    owner: Owner | None  # the owner record, or None where no run wrote one
+    topic_partitions: dict[str, int | None]  # the output's and the dead-letter topic's; None: missing or hidden
+    holding: dict[int, tuple[int, int]]  # input partitions without an offset that hold records: (log start, end)
+    written: bool  # whether the output or the dead-letter topic ever held a record or a marker
+    read_evidence: Callable[[], Evidence] = field(repr=False, default=lambda: Evidence())
+    _evidence: Evidence | None = field(default=None, repr=False)
+
+    def evidence(self) -> Evidence | None:
+        """What the output's records prove, read on the first ask and kept; None where it was never written."""
+        if not self.written:
+            return None
+        if self._evidence is None:
+            self._evidence = self.read_evidence()
+        return self._evidence
+
+    def untagged(self) -> bool:
+        """Whether the group holds offsets and none of them names a scope (a reset, or an eosbench older than the tags)."""
+        return any(c.offset >= 0 for c in self.committed.values()) and all(c.scope is None for c in self.committed.values())
+
+
+def read_start(settings: StreamSettings) -> StartRead:
+    """Read what every decision of a transactional sink's start needs, with two consumers, closed before it returns."""
+    memberless = _memberless_consumer(settings)  # its group metadata is built once and shipped
+    owner_reader = _owner_consumer(settings)
+    topic, written_topics = settings.input_topic, [settings.output_topic, settings.dead_letter]
+    try:
+        partitions = sorted(memberless.list_topics(topic, timeout=30).topics[topic].partitions)
+        listed = memberless.list_topics(timeout=30).topics
+        found = {name: listed.get(name) for name in written_topics}
+        topic_partitions = {name: len(meta.partitions) if meta is not None and meta.error is None else None
+                            for name, meta in found.items()}
+        committed = read_committed_offsets(memberless, topic, partitions, settings.group_id)
+        owner = read_owner(owner_reader, settings.dead_letter, settings.app_id)
+        bounds = {p: watermark_offsets(memberless, topic, p, timeout_s=30) for p, c in committed.items() if c.offset < 0}
+        written = any(watermark_offsets(memberless, name, p, timeout_s=30)[1] > 0
+                      for name, count in topic_partitions.items() for p in range(count or 0))
+        group_metadata = memberless.consumer_group_metadata()
+    finally:
+        memberless.close()
+        owner_reader.close()
+
+    def evidence() -> Evidence:
+        print(f"eosbench: reading {', '.join(written_topics)} for the records this pipeline delivered", file=sys.stderr,
+              flush=True)
+        return read_evidence(settings.connection, topic, written_topics, settings.app_id, settle_timeout_s(settings),
+                             on_progress=lambda line: print(line, file=sys.stderr, flush=True))
+
+    return StartRead(group_metadata, partitions, committed, owner, topic_partitions,
+                     {p: (low, high) for p, (low, high) in bounds.items() if high > low}, written, evidence)
+
+
+def check_start(settings: StreamSettings, start: StartRead) -> None:
+    """Refuse, in one line, a start whose topics or group the sink cannot write exactly-once through."""
+    if start.topic_partitions.get(settings.dead_letter) is None:
+        # Its transactions write poison records there, and the brokers create no topic on demand, so
+        # the first poison record would hold its transaction until the producer timed out. `eosbench
+        # stream` creates the topic when the principal may; `spark-submit streaming/job.py` asks first.
         raise EnvironmentFailure(
             f"dead-letter topic {settings.dead_letter!r} is missing or hidden from this principal; the sink writes"
             " poison records to it inside its transactions. Create it with the output's partition count, or have"
@@ -42,19 +105,16 @@ def _check_dead_letter_topic(client, settings: StreamSettings) -> None:
             f" {settings.input_topic} --output-topic {settings.output_topic}"
             f"{f' --dead-letter-topic {settings.dead_letter_topic}' if settings.dead_letter_topic else ''}"
             " --apply --command-config ADMIN.properties`, which creates it with the pipeline's ACLs")
-
-
-def _check_output_partitions(client, settings: StreamSettings, input_partitions: int) -> None:
-    """Refuse `--output-partitioning input` when the output or dead-letter topic has fewer partitions than the input."""
-    for topic in (settings.output_topic, settings.dead_letter):
-        found = client.list_topics(topic, timeout=30).topics.get(topic)
-        count = len(found.partitions) if found is not None and found.error is None else 0
-        if count < input_partitions:
-            raise SinkPreconditionError(
-                f"--output-partitioning input sends each record to the partition numbered as its input's, but"
-                f" {topic!r} has {count} partitions for {settings.input_topic!r}'s {input_partitions}; add"
-                f" partitions to it (kafka-topics --alter --partitions {input_partitions}) or use"
-                " --output-partitioning key")
+    if settings.output_partitioning == "input":
+        for topic in (settings.output_topic, settings.dead_letter):
+            count = start.topic_partitions.get(topic) or 0
+            if count < len(start.partitions):
+                raise SinkPreconditionError(
+                    f"--output-partitioning input sends each record to the partition numbered as its input's, but"
+                    f" {topic!r} has {count} partitions for {settings.input_topic!r}'s {len(start.partitions)}; add"
+                    f" partitions to it (kafka-topics --alter --partitions {len(start.partitions)}) or use"
+                    " --output-partitioning key")
+    check_scope(start.committed, settings.input_topic, settings.group_id, settings.txn_scope)
 
 
 def _memberless_consumer(settings: StreamSettings):
@@ -74,48 +134,20 @@ def _owner_consumer(settings: StreamSettings):
                                                        "enable.auto.commit": False}), logger=CLIENT_LOG)
 
 
-def _output_evidence(settings: StreamSettings) -> Evidence | None:
-    """What the output and dead-letter topics hold of this pipeline, read whole; None where they were never written."""
-    topics = [settings.output_topic, settings.dead_letter]
-    consumer = _owner_consumer(settings)
-    try:
-        if not ever_written(consumer, topics):
-            return None
-    finally:
-        consumer.close()
-    print(f"eosbench: the group {settings.group_id!r} and the owner record do not say which transactional ids wrote"
-          f" this pipeline's records: reading {', '.join(topics)} for them", file=sys.stderr, flush=True)
-    return read_evidence(settings.connection, settings.input_topic, topics, settings.app_id, settle_timeout_s(settings),
-                         on_progress=lambda line: print(line, file=sys.stderr, flush=True))
+def resolved_scope(settings: StreamSettings, start: StartRead | None) -> tuple[StreamSettings, str | None]:
+    """The settings with `--txn-scope auto` made the scope it chooses, and why (None where the scope was named).
 
-
-def _untagged(committed: dict[int, CommittedOffset]) -> bool:
-    """Whether the group holds offsets and none of them names a scope (a reset, or an eosbench older than the tags)."""
-    return any(c.offset >= 0 for c in committed.values()) and all(c.scope is None for c in committed.values())
-
-
-def resolved_scope(settings: StreamSettings) -> tuple[StreamSettings, str | None]:
-    """The settings with `--txn-scope auto` made the scope it chooses, and why (None where the scope was named)."""
+    `start` is the transactional sink's read (None for the other sinks, which have no scope)."""
     if settings.txn_scope != "auto":
         return settings, None
     if settings.sink != "kafka-eos":  # only the transactional sink has a scope
         return settings.model_copy(update={"txn_scope": "partition"}), None
-    consumer = _memberless_consumer(settings)
-    owner_reader = _owner_consumer(settings)
-    try:
-        topic = settings.input_topic
-        partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
-        committed = read_committed_offsets(consumer, topic, partitions, settings.group_id)
-        owner = read_owner(owner_reader, settings.dead_letter, settings.app_id)
-    finally:
-        consumer.close()
-        owner_reader.close()
     output_scope = None
-    if owner is None and _untagged(committed):  # reset offsets: the output's records tell which scope wrote them
-        evidence = _output_evidence(settings)
+    if start.owner is None and start.untagged():  # reset offsets: the output's records tell which scope wrote them
+        evidence = start.evidence()
         output_scope = evidence.newest_scope() if evidence else None
-    scope, why = auto_scope(committed, settings.group_id, settings.realtime_interval is not None,
-                            owner.scope if owner else None, output_scope)
+    scope, why = auto_scope(start.committed, settings.group_id, settings.realtime_interval is not None,
+                            start.owner.scope if start.owner else None, output_scope)
     if settings.source == "grouped" and scope == "partition":
         raise SinkPreconditionError(f"--txn-scope auto chose partition scope ({why}), which --source grouped cannot run"
                                     " (a grouped task holds several Kafka partitions); use --source spark, or a new"
@@ -124,23 +156,6 @@ def resolved_scope(settings: StreamSettings) -> tuple[StreamSettings, str | None
         raise SinkPreconditionError(f"--txn-slots applies to slot scope only, and --txn-scope auto chose {scope} scope"
                                     f" ({why})")
     return settings.model_copy(update={"txn_scope": scope}), f"txn scope: {scope} ({why})"
-
-
-def checked_group(settings: StreamSettings) -> tuple[object, list[int], dict[int, CommittedOffset]]:
-    """The sink group's member-less metadata, the input's partitions and their committed offsets, once the
-    topics and the group's scope pass the checks every transactional sink makes before it writes."""
-    memberless = _memberless_consumer(settings)  # its group metadata is built once and shipped
-    try:
-        topic = settings.input_topic
-        partitions = sorted(memberless.list_topics(topic, timeout=30).topics[topic].partitions)
-        _check_dead_letter_topic(memberless, settings)
-        if settings.output_partitioning == "input":
-            _check_output_partitions(memberless, settings, len(partitions))
-        committed = read_committed_offsets(memberless, topic, partitions, settings.group_id)
-        check_scope(committed, topic, settings.group_id, settings.txn_scope)
-        return memberless.consumer_group_metadata(), partitions, committed
-    finally:
-        memberless.close()
 
 
 def driver_plan(settings: StreamSettings, group_metadata, partitions: list[int], slots: int = 0,
@@ -154,8 +169,7 @@ def driver_plan(settings: StreamSettings, group_metadata, partitions: list[int],
         output_partitioning=settings.output_partitioning, run=run)
 
 
-def writers_left(settings: StreamSettings, owner: Owner | None, committed: dict[int, CommittedOffset],
-                 partitions: int) -> Writers:
+def writers_left(start: StartRead) -> Writers:
     """The transactional ids that runs before this one may have left writers of.
 
     The owner record names them. A pipeline without one (last run by a release before it, or
@@ -164,15 +178,16 @@ def writers_left(settings: StreamSettings, owner: Owner | None, committed: dict[
     slot and batch id an `eos.txn` names. Offsets without a tag beside an output this pipeline never
     wrote are an eosbench's older than the tags, which ran partition scope alone.
     """
-    if owner is not None:
-        return owner.fence
-    writers = writers_from_tags(committed, partitions)
-    if _untagged(committed) or not any(c.offset >= 0 for c in committed.values()):
-        evidence = _output_evidence(settings)
+    if start.owner is not None:
+        return start.owner.fence
+    partitions = len(start.partitions)
+    writers = writers_from_tags(start.committed, partitions)
+    if start.untagged() or not any(c.offset >= 0 for c in start.committed.values()):
+        evidence = start.evidence()
         if evidence is not None:
             found = evidence.writers
             writers |= found | Writers(partitions=partitions if found.partitions else 0)
-        elif _untagged(committed):
+        elif start.untagged():
             writers |= Writers(partitions=partitions)
     return writers
 
@@ -202,30 +217,29 @@ class Claim:
             reader.close()
 
 
-def claim(settings: StreamSettings, group_metadata, partitions: list[int], committed: dict[int, CommittedOffset],
-          slots: int = 0) -> Claim:
+def claim(settings: StreamSettings, start: StartRead, slots: int = 0) -> Claim:
     """Claim the pipeline for a new driver run, before its first write (streaming/owner.py has why it is safe).
 
-    Read the owner record; write it with this run, the ids the runs before may have left writers
-    of and this run's own; fence those ids, but for the family this run's own tasks fence before
-    they read an offset (partition scope's T(p), batch scope's id); write it with this run's ids
-    alone. A claim that dies half way leaves the ids to fence in the record for the next.
+    Write the owner record with this run, the ids the runs before may have left writers of (as
+    the start read it) and this run's own; fence those ids, but for the family this run's own
+    tasks fence before they read an offset (partition scope's T(p), batch scope's id); write it
+    with this run's ids alone. A claim that dies half way leaves the ids to fence in the record
+    for the next.
     """
-    run, scope = new_run(), settings.txn_scope
+    run, scope, partitions = new_run(), settings.txn_scope, start.partitions
     own = Writers.of(scope, len(partitions), slots)
-    reader = _owner_consumer(settings)
+    left = writers_left(start)
+    writer = _owner_consumer(settings)
     try:
-        left = writers_left(settings, read_owner(reader, settings.dead_letter, settings.app_id), committed,
-                            len(partitions))
-        write_owner(reader, settings.dead_letter, settings.app_id, Owner(run, scope, left | own))
+        write_owner(writer, settings.dead_letter, settings.app_id, Owner(run, scope, left | own))
         fencing = left | own if scope == "slot" else left.without(scope)
         started = time.perf_counter()
-        clients.fence(driver_plan(settings, group_metadata, partitions, slots, run),
+        clients.fence(driver_plan(settings, start.group_metadata, partitions, slots, run),
                       fencing.txn_ids(settings.app_id, settings.input_topic))
         seconds = time.perf_counter() - started
-        write_owner(reader, settings.dead_letter, settings.app_id, Owner(run, scope, own))
+        write_owner(writer, settings.dead_letter, settings.app_id, Owner(run, scope, own))
     finally:
-        reader.close()
+        writer.close()
     SINK_LOG.info("run %s claimed pipeline %s (%s scope): fenced %s in %.2f s", run, settings.app_id, scope,
                   fencing.describe(), seconds)
     return Claim(run, scope, own, fencing, seconds)

@@ -32,7 +32,7 @@ from conf.client_config import Connection, connection
 from conf.client_log import CLIENT_LOG
 from conf.watermarks import watermark_offsets
 from streaming.verify.evidence import Evidence, read_evidence
-from streaming.group import CommittedOffset, SinkPreconditionError, read_committed_offsets
+from streaming.group import CommittedOffset, SinkPreconditionError
 
 # startingOffsets' JSON for "the partition's earliest offset".
 EARLIEST = -2
@@ -63,48 +63,41 @@ def unrecorded_partitions(committed: dict[int, CommittedOffset], holding: dict[i
     return sorted(p for p in holding if committed[p].offset < 0 and (known is None or p < known))
 
 
-def resolve_starting_offsets(bootstrap: str | Connection, mode: str, group: str, topic: str,
-                             written_topics: list[str], settle_timeout_s: float,
-                             on_progress: Callable[[str], None] | None = None) -> str:
+def resolve_starting_offsets(mode: str, group: str, topic: str, written_topics: list[str],
+                             committed: dict[int, CommittedOffset], holding: dict[int, tuple[int, int]], written: bool,
+                             evidence: Callable[[], Evidence | None]) -> str:
     """The startingOffsets of a transactional sink's query that has no checkpoint, refusing expired offsets.
 
     `mode` is --starting-offsets; `group` is the sink's group, which is also the pipeline its
-    records name; `written_topics` are the output and the dead-letter topic; `settle_timeout_s`
-    bounds the wait for their open transactions (streaming/verify/evidence.py). Returns
-    "earliest" or "latest", or JSON offsets for `group` and `output`.
+    records name; `written_topics` are the output and the dead-letter topic. The rest is what the
+    start read (streaming/sink/start.py): the group's offsets, the partitions without one that
+    hold records, whether the written topics were ever written, and what their records prove
+    (read on the first ask). Returns "earliest" or "latest", or JSON offsets for `group` and
+    `output`.
     """
     if mode == "latest":
         return mode
-    consumer = _consumer(bootstrap, **{"group.id": group})
-    try:
-        partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
-        committed = read_committed_offsets(consumer, topic, partitions, group)
-        bounds = {p: watermark_offsets(consumer, topic, p, timeout_s=30) for p, c in committed.items() if c.offset < 0}
-        holding = {p: (low, high) for p, (low, high) in bounds.items() if high > low}
-        written = ever_written(consumer, written_topics)
-        expired = unrecorded_partitions(committed, holding)
-        if mode != "output" and expired and written:
-            p = expired[0]
-            low, high = holding[p]
-            raise SinkPreconditionError(
-                f"--starting-offsets {mode}: group {group!r} has no committed offset for {topic} partition(s)"
-                f" {', '.join(map(str, expired))} although they hold records ({topic}[{p}]: offsets {low}..{high - 1})"
-                f" and the output was written to; the offsets expired (offsets.retention.minutes) or were deleted,"
-                f" and starting there would write those records again. Start with --starting-offsets output, which"
-                f" resumes each partition after the last record the output and dead-letter topics hold from it")
-    finally:
-        consumer.close()
+    expired = unrecorded_partitions(committed, holding)
+    if mode != "output" and expired and written:
+        p = expired[0]
+        low, high = holding[p]
+        raise SinkPreconditionError(
+            f"--starting-offsets {mode}: group {group!r} has no committed offset for {topic} partition(s)"
+            f" {', '.join(map(str, expired))} although they hold records ({topic}[{p}]: offsets {low}..{high - 1})"
+            f" and the output was written to; the offsets expired (offsets.retention.minutes) or were deleted,"
+            f" and starting there would write those records again. Start with --starting-offsets output, which"
+            f" resumes each partition after the last record the output and dead-letter topics hold from it")
     if mode == "earliest":
         return mode
     starts = {p: c.offset if c.offset >= 0 else EARLIEST for p, c in committed.items()}
     if mode == "output":
-        evidence = read_evidence(bootstrap, topic, written_topics, group, settle_timeout_s, on_progress)
+        delivered = evidence() or Evidence()  # a topic never written proves nothing was delivered
         for p, c in committed.items():
             if c.offset >= 0:  # the group's own offset is evidence, whatever the output lost
-                starts[p] = max(c.offset, evidence.ends.get(p, 0))
-            elif p in evidence.ends or (written and p in holding):
-                _refuse_unsure(evidence, group, topic, p, written_topics, holding.get(p))
-                starts[p] = evidence.ends[p]
+                starts[p] = max(c.offset, delivered.ends.get(p, 0))
+            elif p in delivered.ends or (written and p in holding):
+                _refuse_unsure(delivered, group, topic, p, written_topics, holding.get(p))
+                starts[p] = delivered.ends[p]
     return json.dumps({topic: {str(p): start for p, start in starts.items()}})
 
 

@@ -20,7 +20,9 @@ from conf.stream_settings import StreamSettings
 from eosbench.local.kafka_admin import create_topic
 from streaming import job
 from streaming.group import SinkPreconditionError
+from streaming.sink.start import read_start
 from streaming.source.starting_offsets import resolve_starting_offsets
+from streaming.verify.evidence import read_evidence
 from streaming.verify.verifier import wait_until_stable
 from tests.integration.produce_helpers import produce
 from tests.integration.stream_checks import assert_exactly_once, committed_records, deliver
@@ -34,8 +36,12 @@ def delete_group(bootstrap: str, group: str) -> None:
 
 
 def starts(bootstrap: str, source: str, sink: str, group: str, settle_timeout_s: float = 20.0) -> str:
-    """`--starting-offsets output`'s answer for this pipeline."""
-    return resolve_starting_offsets(bootstrap, "output", group, source, [sink, f"{sink}.dlq"], settle_timeout_s)
+    """`--starting-offsets output`'s answer for this pipeline, decided from the start's one read of Kafka."""
+    written_topics = [sink, f"{sink}.dlq"]
+    start = read_start(StreamSettings(input_topic=source, output_topic=sink, bootstrap_server=bootstrap, app_id=group))
+    return resolve_starting_offsets("output", group, source, written_topics, start.committed, start.holding,
+                                    start.written,
+                                    lambda: read_evidence(bootstrap, source, written_topics, group, settle_timeout_s))
 
 
 def test_a_crash_then_an_immediate_restart_from_the_output_is_exact(bootstrap, spark, new_topic, tmp_path):

@@ -9,6 +9,7 @@ from eosbench.bench import spark as bench
 from eosbench.cli import build_parser
 from streaming.sink import start as sink_start
 from streaming.group import CommittedOffset, SinkPreconditionError
+from tests.unit.test_start_decisions import start_read
 
 
 def settings(**fields) -> StreamSettings:
@@ -32,25 +33,14 @@ def test_the_grouped_source_runs_slot_and_batch_scope_and_the_baseline_sinks_and
 @pytest.mark.parametrize("source", ["spark", "grouped"])
 @pytest.mark.parametrize("tag, chosen", [("partition", "partition"), ("slot", "slot"), ("batch", "batch"), (None, "slot")])
 def test_auto_keeps_the_scope_each_tag_names_on_either_source_but_partition_scope_on_the_grouped_one(
-        monkeypatch, source, tag, chosen):
-    class Consumer:
-        def list_topics(self, topic, timeout):
-            return type("Metadata", (), {"topics": {topic: type("Topic", (), {"partitions": {0: None, 1: None}})}})
-
-        def close(self):
-            pass
-
-    monkeypatch.setattr(sink_start, "_memberless_consumer", lambda _: Consumer())
-    monkeypatch.setattr(sink_start, "_owner_consumer", lambda _: Consumer())
-    monkeypatch.setattr(sink_start, "read_owner", lambda *_: None)
-    group = {0: CommittedOffset(5 if tag else -1, tag), 1: CommittedOffset(-1, None)}
-    monkeypatch.setattr(sink_start, "read_committed_offsets", lambda *_: group)
+        source, tag, chosen):
+    start = start_read({0: CommittedOffset(5 if tag else -1, tag), 1: CommittedOffset(-1, None)})
     if source == "grouped" and chosen == "partition":
         with pytest.raises(SinkPreconditionError, match=r"^--txn-scope auto chose partition scope .* which --source"
                                                         r" grouped cannot run"):
-            sink_start.resolved_scope(settings(source=source, txn_scope="auto"))
+            sink_start.resolved_scope(settings(source=source, txn_scope="auto"), start)
         return
-    resolved, why = sink_start.resolved_scope(settings(source=source, txn_scope="auto"))
+    resolved, why = sink_start.resolved_scope(settings(source=source, txn_scope="auto"), start)
     assert resolved.txn_scope == chosen, why
     assert why.endswith("has no committed offsets)" if tag is None else f"holds offsets {tag} scope committed)")
 

@@ -152,20 +152,3 @@ def test_a_replayed_batch_is_refused_only_where_the_output_holds_or_may_have_los
     starts = {0: 100, 1: 50, 2: 10}
     assert starting_offsets.replay_written_again("b:9092", "in", ["out", "out.dlq"], committed, starts, "app",
                                                  settle_timeout_s=1.0) == refused
-
-
-def test_a_sink_without_its_dead_letter_topic_is_refused_naming_the_admin_command():
-    from conf.failures import EnvironmentFailure
-    from conf.stream_settings import StreamSettings
-
-    settings = StreamSettings(input_topic="orders", output_topic="orders-out", app_id="orders-app")
-    missing = SimpleNamespace(topics={"orders-out.dlq": SimpleNamespace(error="UNKNOWN_TOPIC_OR_PART")})
-    client = SimpleNamespace(list_topics=lambda topic, timeout: missing)
-    with pytest.raises(EnvironmentFailure) as refused:
-        sink_start._check_dead_letter_topic(client, settings)
-    assert "\n" not in str(refused.value) and str(refused.value).startswith(
-        "dead-letter topic 'orders-out.dlq' is missing or hidden from this principal")
-    assert ("`eosbench acls --app-id orders-app --principal User:<you> --input-topic orders --output-topic orders-out"
-            " --apply --command-config ADMIN.properties`") in str(refused.value)
-    present = SimpleNamespace(topics={"orders-out.dlq": SimpleNamespace(error=None)})
-    sink_start._check_dead_letter_topic(SimpleNamespace(list_topics=lambda topic, timeout: present), settings)

@@ -55,19 +55,19 @@ def test_tags_of_the_last_release_name_the_slot_ids_any_run_had_used():
 
 
 class Recorder:
-    """Stands in for the claim's clients: the owner record in memory, every read, write and fence in order."""
+    """Stands in for the claim's clients: the owner record in memory, the start's read and every write and fence, in order."""
 
     def __init__(self, monkeypatch, owner: Owner | None, evidence=None):
-        self.owner, self.steps = owner, []
+        self.owner, self.evidence, self.steps = owner, evidence, []
         monkeypatch.setattr(sink_start, "_owner_consumer", lambda _: SimpleNamespace(close=lambda: None))
-        monkeypatch.setattr(sink_start, "read_owner", self.read)
         monkeypatch.setattr(sink_start, "write_owner", self.write)
         monkeypatch.setattr(sink_start.clients, "fence", self.fence)
-        monkeypatch.setattr(sink_start, "_output_evidence", lambda _: evidence)
 
-    def read(self, consumer, topic, app_id):
+    def read(self, committed) -> sink_start.StartRead:
+        """The start's read of a three-partition pipeline, as `read_start` would make it of this record."""
         self.steps.append(("read", self.owner))
-        return self.owner
+        return sink_start.StartRead(None, [0, 1, 2], committed, self.owner, {"out": 3, "out.dlq": 3}, {},
+                                    written=self.evidence is not None, read_evidence=lambda: self.evidence)
 
     def write(self, consumer, topic, app_id, owner):
         self.owner = owner
@@ -78,16 +78,15 @@ class Recorder:
         self.steps.append(("fence", tuple(txn_ids)))
 
 
-def claimed(scope: str, slots: int = 0, committed=None) -> sink_start.Claim:
-    """A claim of a three-partition pipeline `app` in `scope`."""
+def claimed(recorder: Recorder, scope: str, slots: int = 0, committed=None) -> sink_start.Claim:
+    """A claim of a three-partition pipeline `app` in `scope`, after the start's read."""
     settings = StreamSettings(input_topic="in", output_topic="out", app_id="app", txn_scope=scope)
-    return sink_start.claim(settings, None, [0, 1, 2], committed or {p: CommittedOffset(-1, None) for p in range(3)},
-                            slots)
+    return sink_start.claim(settings, recorder.read(committed or {p: CommittedOffset(-1, None) for p in range(3)}), slots)
 
 
 def test_a_claim_writes_the_record_then_fences_what_it_names_then_writes_its_own_ids(monkeypatch):
     recorder = Recorder(monkeypatch, Owner(RUN, "slot", Writers(slots=8)))
-    claim = claimed("slot", slots=2)
+    claim = claimed(recorder, "slot", slots=2)
     assert recorder.steps == [
         ("read", Owner(RUN, "slot", Writers(slots=8))),
         ("write", "slot", Writers(slots=8)),
@@ -99,16 +98,16 @@ def test_a_claim_writes_the_record_then_fences_what_it_names_then_writes_its_own
 
 def test_a_change_of_scope_fences_the_other_scopes_ids_and_a_scope_that_fences_its_own_skips_them(monkeypatch):
     recorder = Recorder(monkeypatch, Owner(RUN, "partition", Writers(partitions=3)))
-    claimed("slot", slots=1)
+    claimed(recorder, "slot", slots=1)
     assert recorder.steps[2] == ("fence", ("app.in.0", "app.in.1", "app.in.2", "app.slot.0"))
     assert recorder.steps[1] == ("write", "slot", Writers(partitions=3, slots=1)), "a claim cut short leaves them named"
     # Partition scope over partition scope: each task's init of T(p) fences the old T(p) before it reads c.
     recorder = Recorder(monkeypatch, Owner(RUN, "partition", Writers(partitions=3)))
-    claimed("partition")
+    claimed(recorder, "partition")
     assert recorder.steps[2] == ("fence", ())
     # A claim that died between its two writes left the ids of the runs before it to the next.
     recorder = Recorder(monkeypatch, Owner(RUN, "batch", Writers(slots=4, batch=True)))
-    claimed("batch")
+    claimed(recorder, "batch")
     assert recorder.steps[2] == ("fence", tuple(f"app.slot.{k}" for k in range(4)))
     assert recorder.steps[3] == ("write", "batch", Writers(batch=True))
 
@@ -117,19 +116,19 @@ def test_without_a_record_the_tags_and_then_the_outputs_records_name_the_ids_to_
     tagged = {0: CommittedOffset(5, "slot", 3, "t", (1, 2), 6), 1: CommittedOffset(-1, None),
               2: CommittedOffset(-1, None)}
     recorder = Recorder(monkeypatch, None)
-    claimed("slot", slots=2, committed=tagged)
+    claimed(recorder, "slot", slots=2, committed=tagged)
     assert recorder.steps[2] == ("fence", tuple(f"app.slot.{k}" for k in range(6)))
     # Reset offsets (no tag) of a pipeline whose output records name slots 0..4 and partition 1.
     untagged = {p: CommittedOffset(5, None) for p in range(3)}
     recorder = Recorder(monkeypatch, None, SimpleNamespace(writers=Writers(partitions=2, slots=5)))
-    claimed("slot", slots=2, committed=untagged)
+    claimed(recorder, "slot", slots=2, committed=untagged)
     assert recorder.steps[2] == ("fence", ("app.in.0", "app.in.1", "app.in.2",
                                            *(f"app.slot.{k}" for k in range(5))))
     # Reset offsets and an output this pipeline never wrote: an eosbench older than the tags, partition scope.
     recorder = Recorder(monkeypatch, None, None)
-    claimed("slot", slots=1, committed=untagged)
+    claimed(recorder, "slot", slots=1, committed=untagged)
     assert recorder.steps[2] == ("fence", ("app.in.0", "app.in.1", "app.in.2", "app.slot.0"))
     # A new pipeline: nothing but its own slot ids.
     recorder = Recorder(monkeypatch, None, None)
-    claimed("slot", slots=2)
+    claimed(recorder, "slot", slots=2)
     assert recorder.steps[2] == ("fence", ("app.slot.0", "app.slot.1"))

@@ -110,9 +110,7 @@ class StreamSettings(BaseModel):
     bootstrap_server: str = DEFAULT_BOOTSTRAP
     app_id: str = "eosbench"
     sink: Sink = "kafka-eos"
-    # "auto": the job chooses (chosen_source). Spark's stays the default until the grouped source's
-    # two-hour soak passes with 10 faults of each kind (docs/soak.md: 09d60cf6 was clean, with 9 or 10).
-    source: Source | Literal["auto"] = "spark"
+    source: Source | Literal["auto"] = "auto"  # the job chooses (chosen_source), the default
     txn_scope: TxnScope | Literal["auto"] = "auto"  # the job chooses (streaming/sink/start.py), the default
     txn_slots: int | None = None  # slot scope's G; None: the job's total executor cores
     output_partitioning: OutputPartitioning = "key"

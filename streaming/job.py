@@ -57,7 +57,7 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sink", choices=("kafka-eos", "kafka-alo", "delta"), default="kafka-eos",
                         help="kafka-eos: the transactional sink; kafka-alo: Spark's own at-least-once Kafka sink;"
                              " delta: the idempotent Delta sink (default: %(default)s)")
-    parser.add_argument("--source", choices=("spark", "grouped", "auto"), default="spark",
+    parser.add_argument("--source", choices=("spark", "grouped", "auto"), default="auto",
                         help="spark: Spark's Kafka source, a task and a consumer per partition; grouped: eosbench's"
                              " source, a task and one consumer kept across batches per slot (G of them), micro-batch"
                              " only, not with --txn-scope partition; auto: grouped where it applies, else Spark's,"

@@ -34,7 +34,7 @@ def add_soak_parser(commands) -> None:
     soak.add_argument("--txn-slots", type=positive_ints, default=(), metavar="G[,G…]",
                       help="slot scope's slot count, as `eosbench stream --txn-slots`; with several, each launch of"
                            " the stream draws one (seeded), so restarts change the slot map (default: the stream's)")
-    soak.add_argument("--source", choices=("spark", "grouped", "auto"), default="spark",
+    soak.add_argument("--source", choices=("spark", "grouped", "auto"), default="auto",
                       help="the Spark job's Kafka source, as `eosbench stream --source` (default: %(default)s)")
     soak.add_argument("--trigger", default=defaults.trigger,
                       help="the Spark job's trigger, as `eosbench stream --trigger`: an interval, or"

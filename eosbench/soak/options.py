@@ -48,7 +48,7 @@ class SoakOptions:
     command_config: Path | None = None  # the pipeline's client settings (default: the cluster's own, admin if secured)
     pipeline: str = "spark"  # what copies input to output: the Spark job, Kafka's copier, Kafka Streams or Flink
     txn_scope: str = "auto"  # the Spark job's transactional sink scope (--txn-scope): a new soak's group gets slot
-    source: str = "spark"  # the Spark job's Kafka source (--source): Spark's, the grouped one, or the job's choice
+    source: str = "auto"  # the Spark job's Kafka source (--source): Spark's, the grouped one, or the job's choice
     txn_slots: tuple[int, ...] = ()  # slot scope's G, drawn (seeded) from these at each launch of the stream
     trigger: str = "1 second"  # the Spark job's --trigger: an interval, or realtime:<interval> (real-time mode)
     checkpoint: str | None = None  # the folder (a path or Hadoop URI) that holds the run's checkpoint-<run id>

@@ -21,7 +21,7 @@ def run_stream(bootstrap: str, settings, s3_server: LocalS3, *extra: str, fault:
     command = [sys.executable, "-m", "eosbench.cli", "stream", "--input-topic", settings.input_topic,
                "--output-topic", settings.output_topic, "--bootstrap-server", bootstrap, "--app-id", settings.app_id,
                "--checkpoint", settings.checkpoint, "--s3a-config", str(s3_server.settings.credentials_file),
-               "--max-offsets-per-trigger", "3000", "--source", "auto", *extra]
+               "--max-offsets-per-trigger", "3000", *extra]
     completed = subprocess.run(command, capture_output=True, text=True, timeout=240,
                                env={**os.environ, **({"EOSBENCH_FAULT": fault} if fault else {})})
     assert completed.returncode == exit_code, completed.stderr[-3000:]
@@ -44,7 +44,7 @@ def test_checkpoint_on_s3_survives_a_driver_kill(bootstrap, pipeline, checkpoint
     # The driver dies after the sink committed batch 1 and before Spark's commit log says so; the
     # restart reads the kept checkpoint (S3A lists its logs as S3AFileStatus[], which CheckpointLog
     # must read) and replays batch 1.
-    # Without --txn-scope (auto), a new group gets slot scope, and --source auto the grouped source: both say so first.
+    # Without --txn-scope (auto), a new group gets slot scope, and says so first.
     crashed = run_stream(bootstrap, settings, s3_server, fault="kill-driver-after-sink-commit:1", exit_code=-9)
     assert crashed.stdout.splitlines()[0] == (f"txn scope: slot (auto: group {settings.group_id!r} has no committed offsets);"
                                               " source: grouped (micro-batch: a task and one kept consumer per slot,"

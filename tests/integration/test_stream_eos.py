@@ -160,7 +160,8 @@ def test_lost_checkpoint_resumes_from_group_offsets(bootstrap, spark, pipeline, 
                "--output-json", str(summary)]
     resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    chosen = f"txn scope: partition (auto: group {settings.group_id!r} holds offsets partition scope committed)"
+    chosen = (f"txn scope: partition (auto: group {settings.group_id!r} holds offsets partition scope committed);"
+              " source: spark (partition scope needs a task per Kafka partition)")
     assert resumed.stdout.splitlines()[0] == chosen, resumed.stdout[:500]
     resumed_summary = json.loads(summary.read_text())
     assert resumed_summary["records_in"] == more.records_committed, "only what came after the group's offsets is read"

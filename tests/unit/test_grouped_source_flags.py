@@ -18,7 +18,7 @@ def settings(**fields) -> StreamSettings:
 
 
 def test_the_grouped_source_runs_slot_and_batch_scope_and_the_baseline_sinks_and_refuses_the_rest_in_one_line():
-    assert settings().source == "spark"
+    assert settings().source == "auto"
     for fields in ({"txn_scope": "slot"}, {"txn_scope": "batch"}, {"txn_scope": "auto"}, {"sink": "kafka-alo"},
                    {"sink": "delta", "delta_path": "t"}):
         assert settings(source="grouped", **fields).source == "grouped"
@@ -58,17 +58,17 @@ def test_auto_keeps_the_scope_each_tag_names_on_either_source_but_partition_scop
      "--source-options minPartitions is Spark's source's alone"),
 ])
 def test_auto_reads_with_the_grouped_source_wherever_it_applies_and_says_why(fields, chosen, why):
-    resolved, said = settings(source="auto", **fields).chosen_source()
+    resolved, said = settings(**fields).chosen_source()
     assert resolved.source == chosen and said.startswith(f"source: {chosen} ({why}"), said
     assert settings(source="spark", **fields).chosen_source() == (settings(source="spark", **fields), None)
 
 
 def test_stream_and_soak_take_one_source_and_bench_spark_several():
     parse = build_parser().parse_args
-    assert parse(["stream", "--input-topic", "i", "--output-topic", "o"]).source == "spark"
+    assert parse(["stream", "--input-topic", "i", "--output-topic", "o"]).source == "auto"
     assert parse(["stream", "--input-topic", "i", "--output-topic", "o", "--source", "grouped"]).source == "grouped"
     assert parse(["soak", "--duration", "1m", "--source", "grouped"]).source == "grouped"
-    assert parse(["soak", "--duration", "1m"]).source == "spark"
+    assert parse(["soak", "--duration", "1m"]).source == "auto"
     assert parse(["bench", "spark"]).sources == ["spark"]
     assert parse(["bench", "spark", "--source", "spark", "grouped"]).sources == ["spark", "grouped"]
 

@@ -180,7 +180,8 @@ def run(bootstrap: str | Connection, records: int, partitions: int, max_offsets:
             consumers_before, first_batch = consumers_created(spark), len(batch_seconds[variant])
             summary = job.run(spark, settings, on_batch=lambda batch, v=variant: batch_seconds[v].append(batch.duration_s))
             after = _request_counts_or_none(urls) if before is not None else None
-            consumers = consumers_created(spark)[settings.source] - consumers_before[settings.source] \
+            # The source as the run settled it: an @auto arm's settings say "auto", the summary what it chose.
+            consumers = consumers_created(spark)[summary.source] - consumers_before[summary.source] \
                 if consumers_before else None
             markers = 0  # only the transactional sink writes markers (and counts the records it wrote)
             if settings.sink == "kafka-eos":

@@ -31,6 +31,7 @@ from streaming.group import (CommittedOffset, SinkPreconditionError, auto_scope,
                                   read_committed_offsets)
 from streaming.owner import Owner, Writers, owner_group, read_owner, write_owner, writers_from_tags
 from streaming.sink.task import SINK_LOG, run_transaction
+from streaming.source.starting_offsets import ever_written
 from streaming.task_plan import KEEP_COMMITTED, TaskPlan, transactional_id
 
 
@@ -75,8 +76,7 @@ def read_start(settings: StreamSettings) -> StartRead:
         committed = read_committed_offsets(memberless, topic, partitions, settings.group_id)
         owner = read_owner(owner_reader, settings.dead_letter, settings.app_id)
         bounds = {p: watermark_offsets(memberless, topic, p, timeout_s=30) for p, c in committed.items() if c.offset < 0}
-        written = any(watermark_offsets(memberless, name, p, timeout_s=30)[1] > 0
-                      for name, count in topic_partitions.items() for p in range(count or 0))
+        written = ever_written(memberless, written_topics)
         group_metadata = memberless.consumer_group_metadata()
     finally:
         memberless.close()

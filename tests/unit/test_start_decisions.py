@@ -17,6 +17,7 @@ from conf.stream_settings import StreamSettings
 from streaming.group import CommittedOffset, SinkPreconditionError
 from streaming.owner import Owner, Writers
 from streaming.sink import start as sink_start
+from streaming.source import starting_offsets
 from streaming.source.starting_offsets import resolve_starting_offsets
 from streaming.verify.evidence import Evidence
 
@@ -137,6 +138,7 @@ def test_a_start_reads_with_two_consumers_and_closes_both(monkeypatch):
     monkeypatch.setattr(sink_start, "read_owner", lambda *_: None)
     ends = {("in", 1): (0, 6), ("out", 0): (0, 0), ("out", 1): (0, 2), ("out.dlq", 0): (0, 0), ("out.dlq", 1): (0, 0)}
     monkeypatch.setattr(sink_start, "watermark_offsets", lambda consumer, topic, p, timeout_s: ends[(topic, p)])
+    monkeypatch.setattr(starting_offsets, "watermark_offsets", lambda consumer, topic, p, timeout_s: ends[(topic, p)])
     start = sink_start.read_start(settings())
     assert made == ["app", "app.owner"]
     assert (start.partitions, start.topic_partitions, start.holding, start.written, start.group_metadata) == (
